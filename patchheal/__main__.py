@@ -1,0 +1,3 @@
+from patchheal.cli import main
+
+main()

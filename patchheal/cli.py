@@ -1,0 +1,106 @@
+"""The command line. Subcommands load lazily so that `patchheal --help` stays fast.
+
+Errors map to the exit codes of DESIGN.md: 0 fixed, 1 not fixed, 2 bad input,
+3 harness or infrastructure unavailable, 130 interrupted. An unexpected error
+writes a crash log and exits 1 with its path.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import click
+
+from patchheal.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_NOT_FIXED, PatchhealError
+
+# name -> (module, attribute, one-line help). The help text lives here so
+# that listing commands does not import them.
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "heal": ("patchheal.commands.heal", "heal", "Heal one failing job (the batch command)."),
+    "demo": ("patchheal.commands.demo", "demo", "Heal the bundled example project end to end."),
+    "batch": ("patchheal.commands.batch", "batch", "Heal several job specs, one after another."),
+    "fingerprint": ("patchheal.commands.fingerprint", "fingerprint",
+                    "Fingerprint and classify a failure log."),
+    "attempts": ("patchheal.commands.inspect", "attempts", "List recorded attempts."),
+    "show": ("patchheal.commands.inspect", "show", "Show one attempt: candidate, outcome, log."),
+    "worktree": ("patchheal.commands.worktree", "worktree", "List, open and remove worktrees."),
+    "report": ("patchheal.commands.report", "report", "Render a job's report again."),
+    "control": ("patchheal.commands.control", "control", "Steer a running job from another terminal."),
+    "locks": ("patchheal.commands.locks", "locks", "List and reclaim job locks."),
+    "store": ("patchheal.commands.store", "store", "Check or rebuild the attempt store."),
+    "harness": ("patchheal.commands.harness", "harness", "List, build, check and run harnesses."),
+    "gc": ("patchheal.commands.gc", "gc", "Remove orphaned containers, volumes and worktrees."),
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose subcommands are imported only when they run."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        entry = COMMANDS.get(cmd_name)
+        if entry is None:
+            return None
+        module_name, attribute, _ = entry
+        command = getattr(importlib.import_module(module_name), attribute)
+        assert isinstance(command, click.Command)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, help_text) for name, (_, _, help_text) in COMMANDS.items()]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="patchheal")
+def cli() -> None:
+    """Heal failing CI jobs in a closed loop: reproduce, propose, gate, verify, report.
+
+    Exit codes: 0 fixed, 1 not fixed (report written), 2 bad input or usage,
+    3 harness or infrastructure unavailable, 130 interrupted (resumable).
+    """
+
+
+def _crash_log(exc: BaseException) -> Path:
+    from patchheal.scrub import scrub
+
+    path = Path(tempfile.gettempdir()) / f"patchheal-crash-{int(time.time())}.log"
+    text = "".join(traceback.format_exception(exc))
+    path.write_text(scrub(f"patchheal {' '.join(sys.argv[1:])}\n{text}"), encoding="utf-8")
+    return path
+
+
+def main(argv: list[str] | None = None) -> Any:
+    try:
+        return cli.main(args=argv, standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(EXIT_BAD_INPUT if exc.exit_code == 2 else exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("interrupted", err=True)
+        sys.exit(EXIT_INTERRUPTED)
+    except PatchhealError as exc:
+        click.echo(f"patchheal: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        click.echo("interrupted; state is saved, run again with --resume", err=True)
+        sys.exit(EXIT_INTERRUPTED)
+    except Exception as exc:  # the unexpected: keep a crash log, never a bare traceback
+        path = _crash_log(exc)
+        click.echo(f"patchheal: unexpected error: {exc!r}\ncrash log: {path}", err=True)
+        sys.exit(EXIT_NOT_FIXED)
+
+
+if __name__ == "__main__":
+    main()

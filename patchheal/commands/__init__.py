@@ -1,0 +1,1 @@
+"""One module per CLI command (or command group), loaded only when invoked."""

@@ -1,0 +1,1 @@
+"""Harnesses: where a step runs. See base.py for the Protocol."""

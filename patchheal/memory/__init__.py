@@ -1,0 +1,1 @@
+"""The attempt store: SQLModel tables and the queries the loop needs."""

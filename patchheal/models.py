@@ -1,0 +1,207 @@
+"""Typed models that cross module boundaries.
+
+Everything a harness returns, a parser extracts, a proposer produces or the
+store records is one of these, never a loose dict.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Outcome(StrEnum):
+    """Why an attempt ended, as recorded in the store and the report."""
+
+    FIXED = "fixed"
+    NO_EFFECT = "no_effect"
+    REGRESSION = "regression"
+    REJECTED_REPEAT = "rejected_repeat"
+    REJECTED_POLICY = "rejected_policy"
+    APPLY_FAILED = "apply_failed"
+    TIMEOUT = "timeout"
+    HARNESS_ERROR = "harness_error"
+
+
+class FailureClass(StrEnum):
+    """Why a step fails. Only `code_bug` (and `unknown`) is patched."""
+
+    CODE_BUG = "code_bug"
+    ENV_MISMATCH = "env_mismatch"
+    DEPENDENCY_ISSUE = "dependency_issue"
+    INFRA_ISSUE = "infra_issue"
+    DATA_ISSUE = "data_issue"
+    FLAKY = "flaky"
+    UNKNOWN = "unknown"
+
+
+PATCHABLE_CLASSES = frozenset({FailureClass.CODE_BUG, FailureClass.UNKNOWN})
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class CommandResult(_Model):
+    """What a harness captured from one command."""
+
+    command: str
+    exit_code: int | None = Field(description="None when the process was killed before exiting")
+    output: str = Field(description="combined stdout+stderr, capped; not yet scrubbed")
+    duration_seconds: float
+    timed_out: Literal["wall", "idle"] | None = None
+    truncated: bool = False
+    oom_killed: bool = False
+    harness: str = "local"
+
+    @property
+    def passed(self) -> bool:
+        return self.exit_code == 0 and self.timed_out is None
+
+
+class Frame(_Model):
+    """One stack frame of a failure; `line` is shown but never hashed."""
+
+    file: str
+    function: str
+    line: int | None = None
+    in_project: bool = True
+
+
+class Failure(_Model):
+    """A step's failure: scrubbed, normalized, and reduced to a fingerprint."""
+
+    fingerprint: str
+    error_type: str = ""
+    message: str = Field("", description="normalized message template")
+    summary: str = Field("", description="normalized, scrubbed excerpt of the failure")
+    frames: tuple[Frame, ...] = ()
+    failing_tests: tuple[str, ...] = ()
+    source: str = Field("generic", description="parser that produced it: pytest, traceback, ...")
+
+    @property
+    def project_frames(self) -> tuple[Frame, ...]:
+        return tuple(f for f in self.frames if f.in_project)
+
+
+class Classification(_Model):
+    """Why the step fails, whether patching can help, and what to do next."""
+
+    failure_class: FailureClass
+    retryable: bool
+    evidence: tuple[str, ...] = ()
+    next_actions: tuple[str, ...] = ()
+    pass_rate: float | None = Field(None, description="observed pass rate, for flaky steps")
+
+
+class Candidate(_Model):
+    """A proposed patch: a unified diff plus why and how it was made."""
+
+    diff: str
+    strategy: str = "unspecified"
+    rationale: str = ""
+    proposer: str = ""
+    label: str = Field("", description="human name, e.g. the patch file name")
+    tokens_used: int = 0
+
+
+class TestCounts(_Model):
+    """Parsed test-runner results; None fields were not reported."""
+
+    __test__ = False  # keep pytest from collecting this class
+
+    passed: int | None = None
+    failed: int | None = None
+    errors: int | None = None
+    skipped: int | None = None
+    deselected: int | None = None
+    xfailed: int | None = None
+    collected: int | None = None
+
+
+class Verdict(_Model):
+    """A pure function's judgement of a step run; see verdict.py."""
+
+    passed: bool
+    reason: str
+    counts: TestCounts = TestCounts()
+    failing_tests: tuple[str, ...] = ()
+
+
+class AttemptRecord(_Model):
+    """One candidate taken through the gates and the harness."""
+
+    job_id: str
+    step_index: int
+    attempt_number: int
+    fingerprint: str
+    outcome: Outcome
+    reason: str = ""
+    diff: str = ""
+    diff_hash: str = ""
+    normalized_diff_hash: str = ""
+    touched_files: tuple[str, ...] = ()
+    strategy: str = "unspecified"
+    rationale: str = ""
+    proposer: str = ""
+    label: str = ""
+    log_excerpt: str = ""
+    started_at: float = 0.0
+    duration_seconds: float = 0.0
+    attempt_class: str = ""
+
+
+class PriorAttempt(_Model):
+    """An earlier attempt on the same fingerprint, told to the proposer so it is not repeated."""
+
+    attempt_number: int
+    strategy: str
+    touched_files: tuple[str, ...] = ()
+    diff_hash: str = ""
+    outcome: Outcome
+    reason: str = ""
+    label: str = ""
+
+
+class CodeExcerpt(_Model):
+    """Code around an in-project frame (or another file worth showing)."""
+
+    file: str
+    start_line: int
+    text: str
+
+
+class Hint(_Model):
+    """A fix that verified for the same or a similar fingerprint elsewhere."""
+
+    fingerprint: str
+    similarity: float
+    strategy: str
+    diff: str
+    job_id: str = ""
+
+
+class RetryContext(_Model):
+    """The compact context a proposer is shown; evidence.py builds and renders it."""
+
+    job_id: str
+    objective: str = ""
+    step_name: str
+    command: str
+    fingerprint: str
+    failure_class: FailureClass = FailureClass.UNKNOWN
+    error_type: str = ""
+    failure_summary: str = ""
+    failing_tests: tuple[str, ...] = ()
+    excerpts: tuple[CodeExcerpt, ...] = ()
+    breaking_diff: str = ""
+    file_map: tuple[str, ...] = ()
+    constraints: tuple[str, ...] = ()
+    prior_attempts: tuple[PriorAttempt, ...] = ()
+    hints: tuple[Hint, ...] = ()
+    escalation: Literal["first", "more_context", "different_approach", "widen"] = "first"
+    exhausted_buckets: tuple[str, ...] = Field(
+        (), description="strategy+files buckets that failed twice: do not propose these again"
+    )

@@ -1,0 +1,200 @@
+"""The one helper every subprocess goes through.
+
+Argument lists by default (a shell only when the user's step command needs
+one), a new session so the whole process group can be killed, wall-clock and
+idle (no output) timeouts enforced from outside, output captured with a cap
+that keeps the head and the tail (the failure is usually at the end).
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from patchheal.errors import PatchhealError
+from patchheal.models import CommandResult
+
+DEFAULT_OUTPUT_CAP = 2 * 1024 * 1024
+_HEAD_BYTES = 64 * 1024
+_GIT_LEAKY_VARS = ("GIT_DIR", "GIT_INDEX_FILE", "GIT_WORK_TREE", "GIT_OBJECT_DIRECTORY")
+
+
+class CommandFailed(PatchhealError, RuntimeError):
+    """A helper command (not a user's step) exited non-zero."""
+
+    def __init__(self, argv: Sequence[str], result: CommandResult) -> None:
+        self.argv = list(argv)
+        self.result = result
+        indented = "\n".join("    " + line for line in result.output.rstrip().splitlines()[-40:])
+        super().__init__(
+            f"command failed with exit code {result.exit_code}: {' '.join(self.argv)}\n{indented}"
+        )
+
+
+def no_git_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment minus variables through which a parent git leaks in."""
+    base = dict(os.environ if env is None else env)
+    for name in _GIT_LEAKY_VARS:
+        base.pop(name, None)
+    return base
+
+
+class _CappedBuffer:
+    """Keeps the first `_HEAD_BYTES` and the last bytes up to `cap` in total."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = max(cap, 2 * _HEAD_BYTES)
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.dropped = 0
+
+    def add(self, chunk: bytes) -> None:
+        room = _HEAD_BYTES - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        self.tail += chunk
+        limit = self.cap - _HEAD_BYTES
+        if len(self.tail) > limit:
+            excess = len(self.tail) - limit
+            del self.tail[:excess]
+            self.dropped += excess
+
+    def text(self) -> str:
+        middle = f"\n[... {self.dropped} bytes elided by patchheal ...]\n" if self.dropped else ""
+        return (bytes(self.head).decode("utf-8", "replace") + middle
+                + bytes(self.tail).decode("utf-8", "replace"))
+
+
+def kill_process_group(proc: subprocess.Popen[bytes], grace: float = 2.0) -> None:
+    """SIGTERM the process group, then SIGKILL it if it is still there."""
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def run(
+    argv: Sequence[str] | str,
+    *,
+    cwd: Path | str | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float | None = None,
+    idle_timeout: float | None = None,
+    output_cap: int = DEFAULT_OUTPUT_CAP,
+    on_output: Callable[[bytes], None] | None = None,
+    stdin: bytes | None = None,
+    check: bool = False,
+    harness: str = "local",
+) -> CommandResult:
+    """Run a command; a `str` runs through `/bin/sh -c`, a sequence does not.
+
+    Never raises for the command's own failure unless `check` is set; a
+    timeout is reported in `CommandResult.timed_out` after the whole process
+    group has been killed.
+    """
+    shell = isinstance(argv, str)
+    shown = argv if isinstance(argv, str) else " ".join(argv)
+    args: list[str] = ["/bin/sh", "-c", argv] if isinstance(argv, str) else list(argv)
+    del shell
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        args,
+        cwd=cwd,
+        env=dict(env) if env is not None else None,
+        stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    if stdin is not None and proc.stdin is not None:
+        try:
+            proc.stdin.write(stdin)
+        except BrokenPipeError:
+            pass
+        proc.stdin.close()
+    assert proc.stdout is not None
+    buffer = _CappedBuffer(output_cap)
+    timed_out: str | None = None
+    last_output = started
+    selector = selectors.DefaultSelector()
+    selector.register(proc.stdout, selectors.EVENT_READ)
+    fd = proc.stdout.fileno()
+    try:
+        open_pipe = True
+        while open_pipe:
+            now = time.monotonic()
+            waits = [1.0]
+            if timeout is not None:
+                waits.append(started + timeout - now)
+            if idle_timeout is not None:
+                waits.append(last_output + idle_timeout - now)
+            if timeout is not None and now - started >= timeout:
+                timed_out = "wall"
+                break
+            if idle_timeout is not None and now - last_output >= idle_timeout:
+                timed_out = "idle"
+                break
+            for _key, _ in selector.select(max(0.0, min(waits))):
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    open_pipe = False
+                    break
+                last_output = time.monotonic()
+                buffer.add(chunk)
+                if on_output is not None:
+                    on_output(chunk)
+        if timed_out is not None:
+            kill_process_group(proc)
+        else:
+            # The pipe closed; the process may still be finishing.
+            remaining = None if timeout is None else max(0.1, started + timeout - time.monotonic())
+            try:
+                proc.wait(timeout=remaining)
+            except subprocess.TimeoutExpired:
+                timed_out = "wall"
+                kill_process_group(proc)
+    except BaseException:
+        kill_process_group(proc)
+        raise
+    finally:
+        selector.close()
+        proc.stdout.close()
+    exit_code = None if timed_out is not None else proc.returncode
+    result = CommandResult(
+        command=shown,
+        exit_code=exit_code,
+        output=buffer.text(),
+        duration_seconds=time.monotonic() - started,
+        timed_out=timed_out,  # type: ignore[arg-type]
+        truncated=buffer.dropped > 0,
+        harness=harness,
+    )
+    if check and not result.passed:
+        raise CommandFailed(args, result)
+    return result
+
+
+def git(
+    *args: str, cwd: Path | str, check: bool = True, stdin: bytes | None = None,
+    timeout: float | None = 300,
+) -> CommandResult:
+    """Run git with leaked GIT_* variables stripped and a fixed identity."""
+    env = no_git_env()
+    env.setdefault("GIT_AUTHOR_NAME", "patchheal")
+    env.setdefault("GIT_AUTHOR_EMAIL", "patchheal@localhost")
+    env.setdefault("GIT_COMMITTER_NAME", "patchheal")
+    env.setdefault("GIT_COMMITTER_EMAIL", "patchheal@localhost")
+    env["GIT_TERMINAL_PROMPT"] = "0"
+    return run(["git", *args], cwd=cwd, env=env, check=check, stdin=stdin, timeout=timeout)

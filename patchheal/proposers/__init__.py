@@ -1,0 +1,1 @@
+"""Proposers: what writes candidate patches. See base.py for the Protocol."""

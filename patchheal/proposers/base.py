@@ -1,0 +1,30 @@
+"""The Proposer Protocol: what writes a candidate patch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict
+
+from patchheal.models import Candidate, RetryContext
+
+
+class ProposalRequest(BaseModel):
+    """Everything a proposer gets for one attempt."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    context: RetryContext
+    worktree: Path
+    """A pristine worktree at the step's starting point; a proposer may edit it."""
+    attempt_number: int
+
+
+@runtime_checkable
+class Proposer(Protocol):
+    """Proposes one candidate per call; None means it has nothing more to offer."""
+
+    name: str
+
+    def propose(self, request: ProposalRequest) -> Candidate | None: ...

@@ -1,0 +1,88 @@
+"""Shared fixtures: real git repositories in tmp_path, and guards on state paths."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+_GIT_ENV = {
+    "GIT_AUTHOR_NAME": "Test Author",
+    "GIT_AUTHOR_EMAIL": "author@example.invalid",
+    "GIT_COMMITTER_NAME": "Test Author",
+    "GIT_COMMITTER_EMAIL": "author@example.invalid",
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
+
+
+@pytest.fixture(autouse=True)
+def _git_identity(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    for name, value in _GIT_ENV.items():
+        monkeypatch.setenv(name, value)
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    # Keep worktrees and caches of every test inside its own temp area.
+    monkeypatch.setenv("PATCHHEAL_WORKTREE_ROOT", str(tmp_path_factory.mktemp("worktrees")))
+
+
+@pytest.fixture(autouse=True)
+def _no_default_state(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No test writes to the repository's var/ or reports/ by accident: run from tmp_path."""
+    monkeypatch.chdir(tmp_path)
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=cwd, check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+RepoFactory = Callable[[dict[str, str]], Path]
+
+
+@pytest.fixture
+def make_repo(tmp_path: Path) -> Iterator[RepoFactory]:
+    """Create a real git repository with the given files committed on `main`."""
+    counter = 0
+
+    def factory(files: dict[str, str]) -> Path:
+        nonlocal counter
+        counter += 1
+        repo = tmp_path / f"repo{counter}"
+        repo.mkdir()
+        git(repo, "init", "-q", "-b", "main")
+        for rel, text in files.items():
+            path = repo / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+        git(repo, "add", "-A")
+        git(repo, "commit", "-q", "-m", "initial")
+        return repo
+
+    yield factory
+
+
+def docker_available() -> bool:
+    if shutil.which("docker") is None and not os.path.exists("/var/run/docker.sock"):
+        return False
+    try:
+        import docker
+
+        docker.from_env(timeout=5).ping()
+    except Exception:
+        return False
+    return True
+
+
+@pytest.fixture(scope="session")
+def require_docker() -> None:
+    """Docker tests fail (not skip) when CI is set and the engine is missing."""
+    if docker_available():
+        return
+    if os.environ.get("CI"):
+        pytest.fail("the Docker engine is not reachable, and CI is set: Docker tests must run")
+    pytest.skip("the Docker engine is not reachable")
