@@ -1,0 +1,81 @@
+"""Candidates from patch files on disk, tried in name order.
+
+The strategy tag comes from a `# strategy: TAG` line (or `Strategy: TAG`)
+in the patch's preamble, else from the file name (`02-add_guard.patch` →
+`add_guard`).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from patchheal.config import JobSpec
+from patchheal.errors import SpecError
+from patchheal.models import Candidate
+from patchheal.proposers.base import ProposalRequest
+from patchheal.proposers.config import PatchfilesConfig
+
+_STRATEGY_LINE = re.compile(r"^(?:#\s*)?strategy:\s*([A-Za-z0-9_.-]+)\s*$", re.IGNORECASE | re.MULTILINE)
+_RATIONALE_LINE = re.compile(r"^(?:#\s*)?rationale:\s*(.+?)\s*$", re.IGNORECASE | re.MULTILINE)
+_NAME_PREFIX = re.compile(r"^\d+[-_]")
+
+
+class PatchfilesProposer:
+    """Yields each patch file once, in order."""
+
+    name = "patchfiles"
+
+    def __init__(self, config: PatchfilesConfig, *, job: JobSpec,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        del job, sleep
+        self._paths = self._collect(config)
+        self._next = 0
+
+    @staticmethod
+    def _collect(config: PatchfilesConfig) -> list[Path]:
+        if config.dir is not None:
+            if not config.dir.is_dir():
+                raise SpecError(f"patchfiles proposer: {config.dir} is not a directory")
+            paths = sorted(p for p in config.dir.iterdir() if p.suffix in {".patch", ".diff"})
+            if not paths:
+                raise SpecError(f"patchfiles proposer: no *.patch or *.diff files in {config.dir}")
+            return paths
+        missing = [str(p) for p in config.paths if not p.is_file()]
+        if missing:
+            raise SpecError(f"patchfiles proposer: missing patch files: {', '.join(missing)}")
+        return list(config.paths)
+
+    @property
+    def remaining(self) -> int:
+        return len(self._paths) - self._next
+
+    def skip(self, labels: set[str]) -> None:
+        """Drop files by label (used when a run resumes)."""
+        self._paths = [p for p in self._paths if p.name not in labels]
+
+    def propose(self, request: ProposalRequest) -> Candidate | None:
+        del request
+        if self._next >= len(self._paths):
+            return None
+        path = self._paths[self._next]
+        self._next += 1
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            # An unreadable file is still a candidate: it will fail to apply,
+            # and that is recorded, rather than aborting the whole job.
+            text = f"unreadable patch file: {exc}"
+        strategy_match = _STRATEGY_LINE.search(text)
+        rationale_match = _RATIONALE_LINE.search(text)
+        strategy = (strategy_match.group(1) if strategy_match
+                    else _NAME_PREFIX.sub("", path.stem) or "unspecified")
+        return Candidate(
+            diff=text,
+            strategy=strategy,
+            rationale=rationale_match.group(1) if rationale_match else "",
+            proposer=self.name,
+            label=path.name,
+        )
