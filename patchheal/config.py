@@ -19,9 +19,22 @@ from patchheal.proposers.config import PatchfilesConfig, ProposerConfig
 _JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 DEFAULT_PROTECTED_PATHS: tuple[str, ...] = (
-    ".github/**", ".gitlab-ci.yml", ".ci/**", ".circleci/**", "Jenkinsfile", "azure-pipelines.yml",
-    "*.lock", "poetry.lock", "uv.lock", "Pipfile.lock", "package-lock.json", "yarn.lock",
-    "pnpm-lock.yaml", "requirements*.txt", "Cargo.lock", "go.sum",
+    ".github/**",
+    ".gitlab-ci.yml",
+    ".ci/**",
+    ".circleci/**",
+    "Jenkinsfile",
+    "azure-pipelines.yml",
+    "*.lock",
+    "poetry.lock",
+    "uv.lock",
+    "Pipfile.lock",
+    "package-lock.json",
+    "yarn.lock",
+    "pnpm-lock.yaml",
+    "requirements*.txt",
+    "Cargo.lock",
+    "go.sum",
 )
 
 
@@ -35,7 +48,9 @@ class JobSection(_Spec):
     id: str = Field(description="job id: letters, digits, '.', '_' and '-'")
     repo: str = Field(".", description="path (or URL) of the job's git repository")
     base: str = Field("HEAD", description="the ref that fails")
-    harness: str = Field("auto", description="'auto', 'local', a folder under harnesses/, or a path")
+    harness: str = Field(
+        "auto", description="'auto', 'local', a folder under harnesses/, or a path"
+    )
     setup: tuple[str, ...] = Field((), description="run once per dependency fingerprint")
     env: tuple[str, ...] = Field((), description="variables passed through by name")
     last_green: str | None = Field(None, description="last ref where the job passed, if known")
@@ -45,7 +60,9 @@ class JobSection(_Spec):
     @classmethod
     def _id_is_safe(cls, value: str) -> str:
         if not _JOB_ID.match(value):
-            raise ValueError("must be 1-128 of letters, digits, '.', '_' or '-', not starting with one of the last three")
+            raise ValueError(
+                "must be 1-128 of letters, digits, '.', '_' or '-', not starting with one of the last three"
+            )
         return value
 
 
@@ -69,8 +86,12 @@ class BudgetSpec(_Spec):
 
     max_attempts: int = Field(3, ge=1, description="attempts per step")
     step_timeout_seconds: float = Field(900.0, gt=0, description="wall clock of one step run")
-    idle_timeout_seconds: float = Field(300.0, gt=0, description="no output for this long kills a run")
-    no_progress_limit: int = Field(2, ge=1, description="same fingerprint and diff hash this many times in a row")
+    idle_timeout_seconds: float = Field(
+        300.0, gt=0, description="no output for this long kills a run"
+    )
+    no_progress_limit: int = Field(
+        2, ge=1, description="same fingerprint and diff hash this many times in a row"
+    )
     max_hard_resets: int = Field(1, ge=0, description="hard resets per step")
     job_wall_seconds: float | None = Field(None, gt=0, description="total wall time of the job")
     max_proposer_calls: int | None = Field(None, ge=1, description="proposer calls per job")
@@ -152,8 +173,9 @@ def repo_defaults(repo: Path) -> dict[str, Any]:
     return section
 
 
-def build_spec(data: dict[str, Any], *, source: str, base_dir: Path,
-               overrides: dict[str, Any] | None = None) -> JobSpec:
+def build_spec(
+    data: dict[str, Any], *, source: str, base_dir: Path, overrides: dict[str, Any] | None = None
+) -> JobSpec:
     """Validate raw spec data, resolving relative paths against `base_dir`."""
     data = _resolve_paths(data, base_dir)
     repo = Path(str(data.get("job", {}).get("repo", "."))).expanduser()
@@ -199,10 +221,14 @@ def _resolve_paths(data: dict[str, Any], base_dir: Path) -> dict[str, Any]:
     steps = data.get("steps")
     if isinstance(steps, list):
         data["steps"] = [
-            {**s, **{k: absolute(s[k]) for k in ("log", "junit") if k in s}} if isinstance(s, dict) else s
+            {**s, **{k: absolute(s[k]) for k in ("log", "junit") if k in s}}
+            if isinstance(s, dict)
+            else s
             for s in steps
         ]
-    chain = [data["proposer"]] if isinstance(data.get("proposer"), dict) else data.get("proposers", [])
+    chain = (
+        [data["proposer"]] if isinstance(data.get("proposer"), dict) else data.get("proposers", [])
+    )
     for proposer in chain if isinstance(chain, list) else []:
         if isinstance(proposer, dict):
             if "dir" in proposer:
@@ -212,8 +238,16 @@ def _resolve_paths(data: dict[str, Any], base_dir: Path) -> dict[str, Any]:
     return data
 
 
-def spec_from_flags(*, job_id: str, repo: str, base: str, steps: list[str], proposer: str | None,
-                    harness: str, regression: str | None) -> dict[str, Any]:
+def spec_from_flags(
+    *,
+    job_id: str,
+    repo: str,
+    base: str,
+    steps: list[str],
+    proposer: str | None,
+    harness: str,
+    regression: str | None,
+) -> dict[str, Any]:
     """The raw spec that `patchheal heal --repo … --step …` describes."""
     data: dict[str, Any] = {
         "job": {"id": job_id, "repo": repo, "base": base, "harness": harness},
@@ -240,7 +274,9 @@ def spec_to_toml(spec: JobSpec) -> str:
     if spec.proposer is not None:
         dumped["proposer"] = {"kind": spec.proposer.kind, **dumped.get("proposer", {})}
     if spec.proposers:
-        dumped["proposers"] = [{"kind": c.kind, **d} for c, d in zip(spec.proposers, dumped["proposers"], strict=True)]
+        dumped["proposers"] = [
+            {"kind": c.kind, **d} for c, d in zip(spec.proposers, dumped["proposers"], strict=True)
+        ]
     return _toml(dumped)
 
 
@@ -272,5 +308,15 @@ def _toml(data: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-__all__ = ["DEFAULT_PROTECTED_PATHS", "BudgetSpec", "JobSpec", "PatchfilesConfig", "PolicySpec",
-           "StepSpec", "build_spec", "load_spec", "spec_from_flags", "spec_to_toml"]
+__all__ = [
+    "DEFAULT_PROTECTED_PATHS",
+    "BudgetSpec",
+    "JobSpec",
+    "PatchfilesConfig",
+    "PolicySpec",
+    "StepSpec",
+    "build_spec",
+    "load_spec",
+    "spec_from_flags",
+    "spec_to_toml",
+]

@@ -67,8 +67,11 @@ class _CappedBuffer:
 
     def text(self) -> str:
         middle = f"\n[... {self.dropped} bytes elided by patchheal ...]\n" if self.dropped else ""
-        return (bytes(self.head).decode("utf-8", "replace") + middle
-                + bytes(self.tail).decode("utf-8", "replace"))
+        return (
+            bytes(self.head).decode("utf-8", "replace")
+            + middle
+            + bytes(self.tail).decode("utf-8", "replace")
+        )
 
 
 def kill_process_group(proc: subprocess.Popen[bytes], grace: float = 2.0) -> None:
@@ -187,7 +190,10 @@ def run(
 
 
 def git(
-    *args: str, cwd: Path | str, check: bool = True, stdin: bytes | None = None,
+    *args: str,
+    cwd: Path | str,
+    check: bool = True,
+    stdin: bytes | None = None,
     timeout: float | None = 300,
 ) -> CommandResult:
     """Run git with leaked GIT_* variables stripped and a fixed identity."""

@@ -20,7 +20,9 @@ _GIT_ENV = {
 
 
 @pytest.fixture(autouse=True)
-def _git_identity(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+def _git_identity(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     for name, value in _GIT_ENV.items():
         monkeypatch.setenv(name, value)
     home = tmp_path_factory.mktemp("home")

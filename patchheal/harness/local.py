@@ -16,7 +16,16 @@ from patchheal.harness.base import DETERMINISTIC_ENV, OutputSink
 from patchheal.models import CommandResult
 
 # Inherited so that host tools are found; everything else is dropped.
-_INHERITED = ("PATH", "HOME", "USER", "LOGNAME", "TMPDIR", "VIRTUAL_ENV", "PYENV_ROOT", "PYENV_VERSION")
+_INHERITED = (
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "TMPDIR",
+    "VIRTUAL_ENV",
+    "PYENV_ROOT",
+    "PYENV_VERSION",
+)
 
 
 class LocalHarness:
@@ -24,8 +33,13 @@ class LocalHarness:
 
     name = "local"
 
-    def __init__(self, *, setup: Sequence[str] = (), env_passthrough: Sequence[str] = (),
-                 setup_timeout: float = 1800.0) -> None:
+    def __init__(
+        self,
+        *,
+        setup: Sequence[str] = (),
+        env_passthrough: Sequence[str] = (),
+        setup_timeout: float = 1800.0,
+    ) -> None:
         self._setup = tuple(setup)
         self._passthrough = tuple(env_passthrough)
         self._setup_timeout = setup_timeout
@@ -45,18 +59,33 @@ class LocalHarness:
         if key in self._prepared:
             return
         for command in self._setup:
-            result = proc.run(command, cwd=worktree, env=self.environment(),
-                              timeout=self._setup_timeout)
+            result = proc.run(
+                command, cwd=worktree, env=self.environment(), timeout=self._setup_timeout
+            )
             if not result.passed:
                 raise HarnessError(
                     f"setup command failed in the local harness: {command}\n{result.output[-4000:]}"
                 )
         self._prepared.add(key)
 
-    def run(self, command: str, worktree: Path, *, timeout: float, idle_timeout: float,
-            on_output: OutputSink | None = None) -> CommandResult:
-        return proc.run(command, cwd=worktree, env=self.environment(), timeout=timeout,
-                        idle_timeout=idle_timeout, on_output=on_output, harness=self.name)
+    def run(
+        self,
+        command: str,
+        worktree: Path,
+        *,
+        timeout: float,
+        idle_timeout: float,
+        on_output: OutputSink | None = None,
+    ) -> CommandResult:
+        return proc.run(
+            command,
+            cwd=worktree,
+            env=self.environment(),
+            timeout=timeout,
+            idle_timeout=idle_timeout,
+            on_output=on_output,
+            harness=self.name,
+        )
 
     def close(self) -> None:
         return None

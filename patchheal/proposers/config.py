@@ -16,7 +16,8 @@ class _ProposerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     after_failures: int = Field(
-        0, ge=0,
+        0,
+        ge=0,
         description="use this proposer only once the step has this many failed attempts "
         "(chains a cheap proposer before a stronger one)",
     )
@@ -54,7 +55,9 @@ class AgentConfig(_ProposerConfig):
     """A coding-agent command run inside the attempt worktree."""
 
     kind: Literal["agent"] = "agent"
-    command: str = Field(description="shell command; {context} is replaced by the context file path")
+    command: str = Field(
+        description="shell command; {context} is replaced by the context file path"
+    )
     timeout_seconds: float = Field(900.0, gt=0, description="wall-clock limit of one run")
     idle_timeout_seconds: float = Field(300.0, gt=0, description="limit without any output")
     env: tuple[str, ...] = Field((), description="variables passed through by name")

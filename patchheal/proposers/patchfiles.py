@@ -18,7 +18,9 @@ from patchheal.models import Candidate
 from patchheal.proposers.base import ProposalRequest
 from patchheal.proposers.config import PatchfilesConfig
 
-_STRATEGY_LINE = re.compile(r"^(?:#\s*)?strategy:\s*([A-Za-z0-9_.-]+)\s*$", re.IGNORECASE | re.MULTILINE)
+_STRATEGY_LINE = re.compile(
+    r"^(?:#\s*)?strategy:\s*([A-Za-z0-9_.-]+)\s*$", re.IGNORECASE | re.MULTILINE
+)
 _RATIONALE_LINE = re.compile(r"^(?:#\s*)?rationale:\s*(.+?)\s*$", re.IGNORECASE | re.MULTILINE)
 _NAME_PREFIX = re.compile(r"^\d+[-_]")
 
@@ -28,8 +30,9 @@ class PatchfilesProposer:
 
     name = "patchfiles"
 
-    def __init__(self, config: PatchfilesConfig, *, job: JobSpec,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(
+        self, config: PatchfilesConfig, *, job: JobSpec, sleep: Callable[[float], None] = time.sleep
+    ) -> None:
         del job, sleep
         self._paths = self._collect(config)
         self._next = 0
@@ -70,8 +73,11 @@ class PatchfilesProposer:
             text = f"unreadable patch file: {exc}"
         strategy_match = _STRATEGY_LINE.search(text)
         rationale_match = _RATIONALE_LINE.search(text)
-        strategy = (strategy_match.group(1) if strategy_match
-                    else _NAME_PREFIX.sub("", path.stem) or "unspecified")
+        strategy = (
+            strategy_match.group(1)
+            if strategy_match
+            else _NAME_PREFIX.sub("", path.stem) or "unspecified"
+        )
         return Candidate(
             diff=text,
             strategy=strategy,

@@ -25,7 +25,9 @@ def create_proposer(
     """Instantiate the proposer that `config.kind` names."""
     target = _REGISTRY.get(config.kind)
     if target is None:
-        raise SpecError(f"unknown proposer kind {config.kind!r}; known: {', '.join(sorted(_REGISTRY))}")
+        raise SpecError(
+            f"unknown proposer kind {config.kind!r}; known: {', '.join(sorted(_REGISTRY))}"
+        )
     module_name, _, class_name = target.partition(":")
     cls = getattr(importlib.import_module(module_name), class_name)
     proposer: Proposer = cls(config, job=job, sleep=sleep)

@@ -16,8 +16,9 @@ class ScriptedProposer:
 
     name = "scripted"
 
-    def __init__(self, config: ScriptedConfig, *, job: JobSpec,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(
+        self, config: ScriptedConfig, *, job: JobSpec, sleep: Callable[[float], None] = time.sleep
+    ) -> None:
         del job, sleep
         self._diffs = list(config.diffs)
         self._strategy = config.strategy
@@ -28,5 +29,9 @@ class ScriptedProposer:
         if not self._diffs:
             return None
         index = len(self.requests)
-        return Candidate(diff=self._diffs.pop(0), strategy=self._strategy,
-                         proposer=self.name, label=f"scripted-{index}")
+        return Candidate(
+            diff=self._diffs.pop(0),
+            strategy=self._strategy,
+            proposer=self.name,
+            label=f"scripted-{index}",
+        )
