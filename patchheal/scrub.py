@@ -79,7 +79,7 @@ _RULES: tuple[_Rule, ...] = (
         re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@\"']+:([^\s@/\"']+)@"),
         ("://",),
         group=1,
-    ),  # fmt: skip
+    ),
     _Rule(
         "authorization",
         re.compile(
@@ -97,19 +97,19 @@ _RULES: tuple[_Rule, ...] = (
         ("bearer", "basic"),
         lowered=True,
         group=1,
-    ),  # fmt: skip
+    ),
     _Rule(
         "aws_key_id",
         re.compile(r"\b(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b"),
         ("A3T", "AKIA", "ASIA", "ABIA", "ACCA"),
-    ),  # fmt: skip
+    ),
     _Rule("gcp_api_key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}"), ("AIza",)),
     _Rule("gcp_oauth", re.compile(r"\bya29\.[0-9A-Za-z_\-]{20,}"), ("ya29.",)),
     _Rule(
         "azure_client_secret",
         re.compile(r"\b[A-Za-z0-9_~.\-]{3}\dQ~[A-Za-z0-9_~.\-]{31,34}"),
         ("Q~",),
-    ),  # fmt: skip
+    ),
     _Rule("azure_sas", re.compile(r"\bsig=([A-Za-z0-9%+/=]{20,})"), ("sig=",), group=1),
     _Rule(
         "azure_account_key",
@@ -117,12 +117,12 @@ _RULES: tuple[_Rule, ...] = (
         ("accountkey",),
         lowered=True,
         group=1,
-    ),  # fmt: skip
+    ),
     _Rule(
         "github",
         re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9_]{30,}|github_pat_[A-Za-z0-9_]{20,})"),
         ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
-    ),  # fmt: skip
+    ),
     _Rule(
         "gitlab",
         re.compile(r"\b(?:gl[a-z]{2,6}-|GR1348941)[A-Za-z0-9_\-]{20,}"),
@@ -139,7 +139,7 @@ _RULES: tuple[_Rule, ...] = (
             "glagent-",
             "GR1348941",
         ),
-    ),  # fmt: skip
+    ),
     _Rule("slack", re.compile(r"\bxox[abposrte]-[A-Za-z0-9\-]{10,}"), ("xox",)),
     _Rule(
         "slack_webhook",
@@ -150,7 +150,7 @@ _RULES: tuple[_Rule, ...] = (
     _Rule("sk_key", re.compile(r"\bsk-(?=[A-Za-z0-9_\-]*[0-9A-Z])[A-Za-z0-9_\-]{20,}"), ("sk-",)),
     _Rule(
         "jwt", re.compile(r"\beyJ[A-Za-z0-9_\-]{2,}\.[A-Za-z0-9_\-]{2,}\.[A-Za-z0-9_\-]*"), ("eyJ",)
-    ),  # fmt: skip
+    ),
     _Rule(
         "cli_flag",
         re.compile(
