@@ -1,0 +1,117 @@
+"""The report's model: the single input of every rendering (md, html, json).
+
+The loop builds one `JobReport` when it stops, fixed or not; the renderer
+never reaches back into the store or the workspace, so a report can be
+re-rendered from its own `report.json` alone.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from patchheal.errors import BadInput
+from patchheal.models import AttemptRecord, Classification, Failure
+
+SCHEMA = "patchheal.report/1"
+
+StepStatus = Literal["fixed", "not_fixed", "not_patchable", "skipped", "pending"]
+JobStatus = Literal[
+    "fixed", "not_fixed", "not_patchable", "manual_handoff", "cancelled", "taken_over", "error"
+]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class StepReport(_Model):
+    """One step of the job: its original failure, why it fails, and every attempt on it."""
+
+    index: int = Field(description="1-based position of the step in the job")
+    name: str
+    command: str
+    status: StepStatus
+    failure: Failure | None = Field(description="the step's original failure, scrubbed")
+    classification: Classification | None
+    ci_fingerprint: str | None = Field(
+        None, description="fingerprint from the job's CI log, when it differs (env_mismatch)"
+    )
+    attempts: tuple[AttemptRecord, ...] = Field((), description="the timeline, in order")
+    checkpoint_patch: str | None = Field(
+        None, description="path of steps/step-NNNN.patch when the step verified"
+    )
+    stop_reason: str = Field("", description="why the loop stopped on this step")
+
+
+class JobReport(_Model):
+    """Everything the root-cause report says about one job run."""
+
+    job_id: str
+    repo: str
+    base: str = Field(description="the base ref as the job spec names it")
+    base_commit: str = Field(description="the commit the base ref resolved to")
+    harness: str
+    harness_reason: str = Field(description="why this harness was chosen")
+    status: JobStatus
+    retryable: bool = Field(description="an outer scheduler may requeue it with backoff")
+    stop_reason: str
+    started_at: float = Field(description="Unix time the run started")
+    finished_at: float = Field(description="Unix time the loop stopped")
+    steps: tuple[StepReport, ...]
+    branch: str | None = Field(
+        None, description="local branch with the verified patch (only when fixed)"
+    )
+    final_diff: str = Field("", description="the verified patch of all steps")
+    next_actions: tuple[str, ...] = Field((), description="the runbook, most useful first")
+    totals: dict[str, int] = Field(
+        default_factory=dict,
+        description="attempts per outcome, proposer calls, model tokens",
+    )
+    patchheal_version: str
+
+    @field_validator("totals")
+    @classmethod
+    def _sorted_totals(cls, value: dict[str, int]) -> dict[str, int]:
+        # Key order is part of the output; sorting here keeps every rendering
+        # identical for the same counts, whatever order the loop filled them in.
+        return dict(sorted(value.items()))
+
+
+def report_to_json(report: JobReport) -> str:
+    """The report.json text: the model's JSON dump plus the schema tag, stable byte for byte."""
+    data: dict[str, Any] = {"schema": SCHEMA, **report.model_dump(mode="json")}
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+def report_from_json(text: str, *, source: str = "report.json") -> JobReport:
+    """Parse a report.json text back into a JobReport; bad input names the source and field."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BadInput(f"{source}: not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise BadInput(f"{source}: expected a JSON object, got {type(data).__name__}")
+    schema = data.pop("schema", None)
+    if schema != SCHEMA:
+        raise BadInput(f"{source}: schema is {schema!r}, expected {SCHEMA!r}")
+    try:
+        return JobReport.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "(root)"
+        raise BadInput(
+            f"{source}: field {where}: {first['msg']} ({exc.error_count()} error(s))"
+        ) from None
+
+
+def load_report(path: Path) -> JobReport:
+    """Read a written report.json (e.g. to re-render it)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInput(f"cannot read report {path}: {exc}") from None
+    return report_from_json(text, source=str(path))

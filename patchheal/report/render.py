@@ -1,0 +1,172 @@
+"""Render a JobReport to report.md, report.html and report.json.
+
+Every byte goes through the secret scrubber twice: each string of the model
+before rendering (so HTML or JSON escaping cannot hide a secret's shape from
+the scrubber), and the rendered text after. Files are written atomically,
+so a reader never sees half a report.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections import Counter
+from collections.abc import Callable
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from patchheal.errors import BadInput
+from patchheal.models import FailureClass, Outcome
+from patchheal.report import wording
+from patchheal.report.filters import FILTERS
+from patchheal.report.model import JobReport, StepReport, report_to_json
+
+if TYPE_CHECKING:
+    from jinja2 import Environment
+
+Scrub = Callable[[str], str]
+
+MARKDOWN_TEMPLATE = "report.md.j2"
+HTML_TEMPLATE = "report.html.j2"
+
+
+def _default_scrub() -> Scrub:
+    from patchheal.scrub import scrub
+
+    return scrub
+
+
+@lru_cache(maxsize=1)
+def _environment() -> Environment:
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("patchheal", "report/templates"),
+        # Only the HTML template is escaped; Markdown escaping is explicit (filters).
+        autoescape=lambda name: name is not None and name.endswith(".html.j2"),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters.update(FILTERS)
+    return env
+
+
+def _scrub_value(value: Any, scrub: Scrub) -> Any:
+    if isinstance(value, str):
+        return scrub(value)
+    if isinstance(value, dict):
+        return {_scrub_value(k, scrub): _scrub_value(v, scrub) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_scrub_value(item, scrub) for item in value]
+    return value
+
+
+def scrub_report(report: JobReport, scrub: Scrub | None = None) -> JobReport:
+    """A copy of the report with every string (keys too) passed through the scrubber."""
+    scrub = scrub or _default_scrub()
+    data = _scrub_value(report.model_dump(mode="json"), scrub)
+    return JobReport.model_validate(data)
+
+
+def _not_patched_because(step: StepReport) -> str:
+    if step.classification is None:
+        return step.stop_reason or "the failure could not be classified"
+    return wording.NOT_PATCHED_BECAUSE[step.classification.failure_class]
+
+
+def _context(report: JobReport) -> dict[str, Any]:
+    attempts = [a for step in report.steps for a in step.attempts]
+    present = {a.outcome for a in attempts}
+    counts = Counter(a.outcome for a in attempts)
+    totals = report.totals or {o.value: counts[o] for o in Outcome if counts[o]}
+    return {
+        "report": report,
+        "status_meaning": wording.STATUS_MEANING[report.status],
+        "step_status": wording.STEP_STATUS_MEANING,
+        "outcome_meaning": {o.value: m for o, m in wording.OUTCOME_MEANING.items()},
+        "legend": [(o.value, wording.OUTCOME_MEANING[o]) for o in Outcome if o in present],
+        "not_patched": [
+            (s, _not_patched_because(s)) for s in report.steps if s.status == "not_patchable"
+        ],
+        "runbook": wording.runbook(report),
+        "attempt_count": len(attempts),
+        "elapsed": max(report.finished_at - report.started_at, 0.0),
+        "totals": totals,
+        "flaky": FailureClass.FLAKY.value,
+        "checkpoints": [s for s in report.steps if s.checkpoint_patch],
+    }
+
+
+def _render(template: str, report: JobReport, scrub: Scrub) -> str:
+    clean = scrub_report(report, scrub)
+    text = _environment().get_template(template).render(_context(clean))
+    return scrub(text)
+
+
+def render_markdown(report: JobReport, *, scrub: Scrub | None = None) -> str:
+    """The GitHub-flavoured Markdown report, scrubbed."""
+    return _render(MARKDOWN_TEMPLATE, report, scrub or _default_scrub())
+
+
+def render_html(report: JobReport, *, scrub: Scrub | None = None) -> str:
+    """The self-contained HTML report (inline CSS, no scripts), autoescaped and scrubbed."""
+    return _render(HTML_TEMPLATE, report, scrub or _default_scrub())
+
+
+def render_json(report: JobReport, *, scrub: Scrub | None = None) -> str:
+    """The report.json text: the scrubbed model plus `"schema": "patchheal.report/1"`."""
+    scrub = scrub or _default_scrub()
+    text = report_to_json(scrub_report(report, scrub))
+    final = scrub(text)
+    try:
+        json.loads(final)
+    except json.JSONDecodeError:
+        # Every string was scrubbed already; a mask that breaks the JSON syntax
+        # would only cost the file its readability, so keep the parseable text.
+        return text
+    return final
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        Path(tmp).replace(path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def render_reports(
+    report: JobReport, out_dir: Path, *, scrub: Scrub | None = None
+) -> dict[str, Path]:
+    """Write out_dir/report.md, report.html and report.json atomically; return their paths.
+
+    `scrub` defaults to `patchheal.scrub.scrub`; pass a job's `Scrubber` method
+    to also mask that job's secret environment values.
+    """
+    scrub = scrub or _default_scrub()
+    texts = {
+        "md": render_markdown(report, scrub=scrub),
+        "html": render_html(report, scrub=scrub),
+        "json": render_json(report, scrub=scrub),
+    }
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BadInput(f"cannot create the report directory {out_dir}: {exc}") from None
+    paths: dict[str, Path] = {}
+    for kind, text in texts.items():
+        paths[kind] = out_dir / f"report.{kind}"
+        try:
+            _write_atomic(paths[kind], text)
+        except OSError as exc:
+            raise BadInput(f"cannot write the report {paths[kind]}: {exc}") from None
+    return paths
