@@ -15,6 +15,7 @@ gives the same text.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import threading
@@ -197,11 +198,13 @@ def _is_secret_name(name: str) -> bool:
     return name.upper() not in _NOT_SECRET_NAMES and SECRET_NAME.search(name) is not None
 
 
+@functools.cache
 def _detect_secrets_rules() -> tuple[_Rule, ...]:
     # Imported here: detect-secrets costs ~0.1 s to import, paid once per process.
     from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
 
-    by_name = {cls.__name__: cls for cls in get_mapping_from_secret_type_to_class().values()}
+    plugins: dict[str, Any] = get_mapping_from_secret_type_to_class()
+    by_name = {cls.__name__: cls for cls in plugins.values()}
     rules = []
     for name, literals, lowered in _DETECT_SECRETS_PLUGINS:
         cls = by_name.get(name)
@@ -212,10 +215,12 @@ def _detect_secrets_rules() -> tuple[_Rule, ...]:
     return tuple(rules)
 
 
+@functools.cache
 def _entropy() -> Callable[[str], float]:
     from detect_secrets.plugins.high_entropy_strings import Base64HighEntropyString
 
-    return Base64HighEntropyString().calculate_shannon_entropy  # type: ignore[no-any-return]
+    measure: Callable[[str], float] = Base64HighEntropyString().calculate_shannon_entropy
+    return measure
 
 
 def _mask_group(group: int) -> Callable[[re.Match[str]], str]:
