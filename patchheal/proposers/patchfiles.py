@@ -55,9 +55,14 @@ class PatchfilesProposer:
     def remaining(self) -> int:
         return len(self._paths) - self._next
 
-    def skip(self, labels: set[str]) -> None:
-        """Drop files by label (used when a run resumes)."""
-        self._paths = [p for p in self._paths if p.name not in labels]
+    def peek_all(self) -> list[Candidate]:
+        """Every candidate not proposed yet, without consuming them (for screening)."""
+        return [self._load(path) for path in self._paths[self._next :]]
+
+    def drop(self, labels: set[str]) -> None:
+        """Never propose these files (screened out against memory)."""
+        kept = [p for p in self._paths[self._next :] if p.name not in labels]
+        self._paths = self._paths[: self._next] + kept
 
     def propose(self, request: ProposalRequest) -> Candidate | None:
         del request
@@ -65,6 +70,9 @@ class PatchfilesProposer:
             return None
         path = self._paths[self._next]
         self._next += 1
+        return self._load(path)
+
+    def _load(self, path: Path) -> Candidate:
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:

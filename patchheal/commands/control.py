@@ -1,0 +1,35 @@
+"""`patchheal control JOB COMMAND [N]`: steer a running job from another terminal."""
+
+from __future__ import annotations
+
+import click
+
+
+@click.command()
+@click.argument("job_id")
+@click.argument("command", type=click.Choice(["pause", "resume", "cancel", "takeover",
+                                              "retry-step", "hard-reset-step",
+                                              "resume-from-step"]))
+@click.argument("step", type=int, required=False)
+@click.option("--db", default="var/memory/attempts.sqlite3", show_default=True,
+              help="the attempt store the job runs against")
+def control(job_id: str, command: str, step: int | None, db: str) -> None:
+    """Queue COMMAND for JOB_ID; the loop applies it before its next attempt.
+
+    resume-from-step takes the step number N. Every command is recorded with
+    who issued it and when.
+    """
+    from patchheal.controls import issuer, validate
+    from patchheal.memory.store import AttemptStore
+
+    validate(command, step)
+    store = AttemptStore(db)
+    try:
+        job = store.job(job_id)
+        if job is None:
+            click.echo(f"warning: no job {job_id!r} in {db} yet; the command waits for it", err=True)
+        control_id = store.enqueue_control(job_id, command, arg=step, issued_by=issuer())
+    finally:
+        store.close()
+    click.echo(f"queued {command}{'' if step is None else f' {step}'} for {job_id} "
+               f"(control {control_id})")

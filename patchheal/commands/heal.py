@@ -1,0 +1,104 @@
+"""`patchheal heal`: the batch command a CI job calls once per failing job."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from patchheal.commands.options import parse_statsd, state_options
+
+
+def _budget_overrides(values: dict[str, Any]) -> dict[str, Any]:
+    budget = {k: v for k, v in values.items() if v is not None}
+    return {"budget": budget} if budget else {}
+
+
+def run_heal(spec: Any, spec_toml: str, *, db: str, reports_dir: str, state_dir: str,
+             as_json: bool, keep: bool, statsd: str | None, resume: bool = False,
+             from_step: int | None = None) -> int:
+    """Heal one validated spec and print where the results are. Returns the exit code."""
+    from patchheal.loop import HealLoop, HealOptions
+    from patchheal.summary import json_summary
+
+    host, port = parse_statsd(statsd)
+
+    def say(message: str) -> None:
+        click.echo(f"[{spec.job.id}] {message}", err=True)
+
+    options = HealOptions(state_dir=Path(state_dir), db=db, reports_dir=Path(reports_dir),
+                          keep_worktrees=keep, resume=resume, from_step=from_step,
+                          statsd_host=host, statsd_port=port, say=say)
+    result = HealLoop(spec, spec_toml, options).run()
+    report = result.report
+    if as_json:
+        click.echo(json.dumps(json_summary(report, result.report_paths), indent=2))
+    else:
+        click.echo(f"job {report.job_id}: {report.status}"
+                   + (" (retryable)" if report.retryable else "")
+                   + (f" — {report.stop_reason}" if report.stop_reason else ""))
+        if report.branch:
+            click.echo(f"verified branch: {report.branch} in {report.repo}")
+        for kind, path in result.report_paths.items():
+            click.echo(f"report ({kind}): {path}")
+        for tree in result.worktrees:
+            click.echo(f"worktree kept: {tree}")
+    return result.exit_code
+
+
+@click.command()
+@click.argument("job_file", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--repo", help="repository (instead of a job file)")
+@click.option("--base", default="HEAD", show_default=True, help="the ref that fails")
+@click.option("--step", "steps", multiple=True, help="a step command (repeatable, healed in order)")
+@click.option("--regression", help="a command that must not get worse")
+@click.option("--proposer", help="patchfiles:DIR or agent:COMMAND")
+@click.option("--harness", default=None, help="auto, local, or a harness name/path")
+@click.option("--job-id", default=None, help="job id for a flag-defined job")
+@click.option("--print-spec", is_flag=True, help="print the TOML spec and exit")
+@click.option("--resume", is_flag=True, help="continue from the last checkpoint")
+@click.option("--from-step", type=int, default=None, help="rebuild from checkpoints before step N")
+@click.option("--max-attempts", type=int, default=None)
+@click.option("--step-timeout", "step_timeout_seconds", type=float, default=None)
+@click.option("--idle-timeout", "idle_timeout_seconds", type=float, default=None)
+@click.option("--no-progress-limit", type=int, default=None)
+@click.option("--max-hard-resets", type=int, default=None)
+@click.option("--job-wall-seconds", type=float, default=None)
+@state_options
+def heal(job_file: Path | None, repo: str | None, base: str, steps: tuple[str, ...],
+         regression: str | None, proposer: str | None, harness: str | None, job_id: str | None,
+         print_spec: bool, resume: bool, from_step: int | None, db: str, reports_dir: str,
+         state_dir: str, as_json: bool, keep: bool, statsd: str | None,
+         **budget: Any) -> None:
+    """Heal the failing job JOB_FILE (a TOML job spec), or one described by flags.
+
+    Exit codes: 0 fixed, 1 not fixed (report written), 2 bad input,
+    3 harness unavailable, 130 interrupted (resumable with --resume).
+    """
+    from patchheal.config import build_spec, load_spec, spec_from_flags, spec_to_toml
+    from patchheal.errors import BadInput
+
+    overrides = _budget_overrides(budget)
+    if harness is not None:
+        overrides.setdefault("job", {})["harness"] = harness
+    if job_file is not None:
+        if repo or steps or proposer:
+            raise BadInput("give either a job file or --repo/--step/--proposer, not both")
+        spec = load_spec(job_file, overrides=overrides)
+    else:
+        if not repo or not steps:
+            raise BadInput("give a job file, or --repo and at least one --step")
+        name = job_id or f"{Path(repo).resolve().name}-{base}".replace("/", "-")
+        raw = spec_from_flags(job_id=name, repo=repo, base=base, steps=list(steps),
+                              proposer=proposer, harness=harness or "auto", regression=regression)
+        spec = build_spec(raw, source="(command line)", base_dir=Path.cwd(), overrides=overrides)
+    spec_toml = spec_to_toml(spec)
+    if print_spec:
+        click.echo(spec_toml, nl=False)
+        return
+    sys.exit(run_heal(spec, spec_toml, db=db, reports_dir=reports_dir, state_dir=state_dir,
+                      as_json=as_json, keep=keep, statsd=statsd, resume=resume,
+                      from_step=from_step))

@@ -1,0 +1,72 @@
+"""`patchheal attempts` and `patchheal show`: read the attempt store."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+
+def _db_option(func):  # type: ignore[no-untyped-def]
+    return click.option("--db", default="var/memory/attempts.sqlite3", show_default=True,
+                        help="attempt store: a SQLite path or any SQLAlchemy URL")(func)
+
+
+@click.command()
+@click.option("--job", "job_id", default=None, help="only this job")
+@click.option("--fingerprint", default=None, help="only this failure fingerprint")
+@click.option("--json", "as_json", is_flag=True, help="JSON lines instead of a table")
+@_db_option
+def attempts(job_id: str | None, fingerprint: str | None, as_json: bool, db: str) -> None:
+    """List recorded attempts, oldest first."""
+    from patchheal.memory.store import AttemptStore
+
+    store = AttemptStore(db)
+    try:
+        rows = store.attempts(job_id=job_id, fingerprint=fingerprint)
+    finally:
+        store.close()
+    if as_json:
+        for row in rows:
+            click.echo(json.dumps(row.model_dump(mode="json", exclude={"diff", "log_excerpt"})))
+        return
+    if not rows:
+        click.echo("no attempts recorded")
+        return
+    click.echo(f"{'id':>5}  {'job':<20} {'step':>4} {'#':>3}  {'outcome':<16} {'strategy':<16} "
+               f"{'diff':<12} label")
+    for row in rows:
+        click.echo(f"{row.id:>5}  {row.job_id[:20]:<20} {row.step_index:>4} "
+                   f"{row.attempt_number:>3}  {row.outcome.value:<16} {row.strategy[:16]:<16} "
+                   f"{row.diff_hash[:12]:<12} {row.label}")
+
+
+@click.command()
+@click.argument("attempt_id", type=int)
+@click.option("--diff/--no-diff", default=True, help="print the candidate diff")
+@click.option("--log/--no-log", default=True, help="print the verification log excerpt")
+@_db_option
+def show(attempt_id: int, diff: bool, log: bool, db: str) -> None:
+    """Show one attempt: candidate, outcome, why, and its verification log."""
+    from patchheal.memory.store import AttemptStore
+
+    store = AttemptStore(db)
+    try:
+        row = store.attempt(attempt_id)
+    finally:
+        store.close()
+    click.echo(f"attempt {row.id}: job {row.job_id}, step {row.step_index}, "
+               f"attempt {row.attempt_number}")
+    click.echo(f"outcome:     {row.outcome.value} ({row.attempt_class})")
+    click.echo(f"why:         {row.reason}")
+    click.echo(f"candidate:   {row.label} [{row.strategy}] from {row.proposer}")
+    if row.rationale:
+        click.echo(f"rationale:   {row.rationale}")
+    click.echo(f"fingerprint: {row.fingerprint}")
+    click.echo(f"diff hash:   {row.diff_hash} (normalized {row.normalized_diff_hash})")
+    click.echo(f"files:       {', '.join(row.touched_files) or '-'}")
+    click.echo(f"duration:    {row.duration_seconds:.2f} s")
+    if diff and row.diff:
+        click.echo("\n--- candidate ---\n" + row.diff.rstrip())
+    if log and row.log_excerpt:
+        click.echo("\n--- verification log (excerpt) ---\n" + row.log_excerpt.rstrip())

@@ -1,0 +1,37 @@
+"""Options shared by commands that heal (heal, demo, batch)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def state_options(func: F) -> F:
+    """--db, --reports, --state-dir and --json."""
+    for option in reversed([
+        click.option("--db", default="var/memory/attempts.sqlite3", show_default=True,
+                     help="attempt store: a SQLite path or any SQLAlchemy URL"),
+        click.option("--reports", "reports_dir", default="reports", show_default=True,
+                     type=click.Path(file_okay=False), help="where reports/<job-id>/ go"),
+        click.option("--state-dir", default="var", show_default=True,
+                     type=click.Path(file_okay=False), help="where runs/<job-id>/ go"),
+        click.option("--json", "as_json", is_flag=True, help="print a JSON summary on stdout"),
+        click.option("--keep", is_flag=True, help="keep the run's worktrees for inspection"),
+        click.option("--statsd", default=None, metavar="HOST:PORT",
+                     help="send StatsD metrics there"),
+    ]):
+        func = option(func)
+    return func
+
+
+def parse_statsd(value: str | None) -> tuple[str | None, int]:
+    if not value:
+        return None, 8125
+    host, _, port = value.rpartition(":")
+    if not host or not port.isdigit():
+        raise click.BadParameter(f"expected HOST:PORT, got {value!r}", param_hint="--statsd")
+    return host, int(port)

@@ -1,0 +1,83 @@
+"""`patchheal worktree list|open|rm`: inspect attempts as real git worktrees."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+@click.group()
+def worktree() -> None:
+    """List, open (materialize) and remove attempt worktrees."""
+
+
+@worktree.command("list")
+def list_() -> None:
+    """List the worktrees patchheal holds, per job."""
+    from patchheal.workspace import worktree_root
+
+    root = worktree_root()
+    found = sorted(p for p in root.glob("*/wt/*") if p.is_dir()) if root.is_dir() else []
+    if not found:
+        click.echo(f"no worktrees under {root}")
+        return
+    for path in found:
+        click.echo(f"{path.parent.parent.name:<24} {path.name:<20} {path}")
+
+
+@worktree.command("open")
+@click.argument("attempt_id", type=int)
+@click.option("--db", default="var/memory/attempts.sqlite3", show_default=True)
+@click.option("--state-dir", default="var", show_default=True,
+              type=click.Path(file_okay=False, path_type=Path),
+              help="where the job's checkpoints are (for attempts of step 2 and later)")
+def open_(attempt_id: int, db: str, state_dir: Path) -> None:
+    """Materialize ATTEMPT_ID (its base, earlier steps' checkpoints, its diff) and print its path."""
+    from patchheal.checkpoints import load_checkpoints
+    from patchheal.errors import BadInput, PatchApplyError
+    from patchheal.memory.store import AttemptStore
+    from patchheal.runs import RunPaths
+    from patchheal.scrub import Scrubber
+    from patchheal.workspace import JobWorkspace
+
+    store = AttemptStore(db)
+    try:
+        record = store.attempt(attempt_id)
+        job = store.job(record.job_id)
+    finally:
+        store.close()
+    if job is None:
+        raise BadInput(f"attempt {attempt_id} belongs to unknown job {record.job_id!r}")
+    # The store keeps the base commit the run resolved, not the moving ref.
+    workspace = JobWorkspace(Path(job.repo), job.base, record.job_id)
+    workspace.open()
+    tree = workspace.worktree(f"attempt-{attempt_id}")
+    paths = RunPaths(state_dir, record.job_id, Scrubber())
+    for checkpoint in load_checkpoints(paths, before_step=record.step_index):
+        workspace.apply(tree, paths.checkpoint_patch(checkpoint.step_index).read_text())
+        workspace.commit(tree, f"checkpoint of step {checkpoint.step_index}")
+    note = ""
+    if record.diff.strip():
+        try:
+            workspace.apply(tree, record.diff)
+        except PatchApplyError as exc:
+            note = f" (its diff does not apply, as recorded: {str(exc).splitlines()[0]})"
+    click.echo(f"{tree}{note}")
+
+
+@worktree.command("rm")
+@click.argument("job_id")
+@click.option("--db", default="var/memory/attempts.sqlite3", show_default=True)
+def rm(job_id: str, db: str) -> None:
+    """Remove every worktree (and the private repository) of JOB_ID."""
+    import shutil
+
+    from patchheal.workspace import worktree_root
+
+    target = worktree_root() / job_id
+    if not target.exists():
+        click.echo(f"no worktrees for {job_id} under {worktree_root()}")
+        return
+    shutil.rmtree(target)
+    click.echo(f"removed {target}")

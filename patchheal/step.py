@@ -1,0 +1,233 @@
+"""Healing one step: reuse, screening, proposals, budgets, stuck detection, resets."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from patchheal import diffs
+from patchheal.attempt import VERIFIED_OUTCOMES, AttemptRunner, StepState
+from patchheal.controls import ControlReader, Directive
+from patchheal.errors import NotADiff, ProposerError, StepTimeout, TransientProposerError
+from patchheal.evidence import build_context
+from patchheal.models import AttemptRecord, Candidate, Classification, Outcome
+from patchheal.proposers.base import ProposalRequest, Proposer
+from patchheal.proposers.config import ProposerConfig
+
+# Candidates that never reach the harness (rejected, not applicable) do not
+# spend the attempt budget, but a proposer that only produces those is cut
+# off after this many per allowed attempt.
+CANDIDATES_PER_ATTEMPT = 4
+
+
+@dataclass
+class JobBudget:
+    """Per-job counters shared by every step."""
+
+    started: float
+    wall_seconds: float | None
+    max_calls: int | None
+    max_tokens: int | None
+    calls: int = 0
+    tokens: int = 0
+
+    def spent(self) -> str | None:
+        if self.wall_seconds is not None and time.time() - self.started >= self.wall_seconds:
+            return f"job wall time of {self.wall_seconds:g} s is spent"
+        if self.max_calls is not None and self.calls >= self.max_calls:
+            return f"proposer budget of {self.max_calls} calls is spent"
+        if self.max_tokens is not None and self.tokens >= self.max_tokens:
+            return f"model token budget of {self.max_tokens} is spent ({self.tokens} used)"
+        return None
+
+
+@dataclass
+class StepResult:
+    """How healing a step ended."""
+
+    status: str  # fixed | exhausted | stuck | manual_handoff | cancelled | taken_over | hard_reset | from_step
+    reason: str
+    retryable: bool = False
+    fix: AttemptRecord | None = None
+    arg: int | None = None
+    attempts: list[AttemptRecord] = field(default_factory=list)
+
+
+@dataclass
+class StepHealer:
+    """Runs the attempt loop of one step until it is fixed or must stop."""
+
+    runner: AttemptRunner
+    chain: list[tuple[ProposerConfig, Proposer]]
+    classification: Classification
+    budget: JobBudget
+    controls: ControlReader
+    next_number: Callable[[], int]
+    say: Callable[[str], None]
+    hard_resets_done: int = 0
+
+    def heal(self, step: StepState) -> StepResult:
+        job = self.runner.job
+        limits = job.budget
+        store = self.runner.store
+        fp = step.failure.fingerprint
+        self._screen_static(step)
+        for known in store.verified_fixes(fp, limit=3):
+            self.say(f"memory: trying the fix that verified for this fingerprint before "
+                     f"(job {known.job_id}, attempt {known.attempt_number}) first")
+            record = self._attempt(Candidate(diff=known.diff, strategy=known.strategy,
+                                             rationale=f"reused: {known.rationale}".strip(),
+                                             proposer="memory", label=known.label or "known fix"),
+                                   step, reuse=True)
+            if record.outcome is Outcome.FIXED:
+                return StepResult("fixed", "a fix from memory verified", fix=record,
+                                  attempts=step.attempts)
+        spent = 0
+        candidates = 0
+        no_progress = 0
+        exhausted: set[int] = set()
+        while True:
+            directive = self.controls.poll()
+            if directive.action == "retry-step":
+                self.say(f"retry-step by {directive.issued_by}: the step's budget starts over")
+                spent = candidates = no_progress = 0
+                exhausted.clear()
+            elif directive.action != "continue":
+                return self._directive_result(directive, step)
+            if spent >= limits.max_attempts or candidates >= limits.max_attempts * CANDIDATES_PER_ATTEMPT:
+                self.runner.metrics.incr("self_heal.exhausted_total", tags=self._tags())
+                return StepResult("exhausted", f"attempt budget spent ({spent} verified, "
+                                  f"{candidates} candidates)", retryable=True, attempts=step.attempts)
+            why = self.budget.spent()
+            if why is not None:
+                return StepResult("manual_handoff", why, attempts=step.attempts)
+            if no_progress >= limits.no_progress_limit:
+                self.runner.metrics.incr("step.no_progress_total", tags=self._tags())
+                if self.hard_resets_done < limits.max_hard_resets:
+                    self.hard_resets_done += 1
+                    return StepResult("hard_reset", f"no progress in {no_progress} attempts in a row",
+                                      attempts=step.attempts)
+                return StepResult("stuck", f"no progress in {no_progress} attempts in a row and "
+                                  f"{self.hard_resets_done} hard reset(s) done", retryable=True,
+                                  attempts=step.attempts)
+            picked = self._pick(len([a for a in step.attempts if a.outcome is not Outcome.FIXED]),
+                                exhausted)
+            if picked is None:
+                return StepResult("manual_handoff", "every proposer has run out of candidates",
+                                  attempts=step.attempts)
+            index, proposer = picked
+            try:
+                candidate = self._propose(proposer, step)
+            except StepTimeout as exc:
+                record = self._record_proposer_timeout(step, proposer, str(exc))
+                spent += 1
+                continue
+            except TransientProposerError as exc:
+                return StepResult("manual_handoff", f"proposer unavailable: {exc}", retryable=True,
+                                  attempts=step.attempts)
+            except ProposerError as exc:
+                return StepResult("manual_handoff", f"proposer failed: {exc}", attempts=step.attempts)
+            if candidate is None:
+                exhausted.add(index)
+                continue
+            candidates += 1
+            record = self._attempt(candidate, step)
+            if record.outcome in VERIFIED_OUTCOMES:
+                spent += 1
+            if record.outcome is Outcome.FIXED:
+                return StepResult("fixed", record.reason, fix=record, attempts=step.attempts)
+            if self._made_no_progress(record, step):
+                no_progress += 1
+            else:
+                no_progress = 0
+
+    def _attempt(self, candidate: Candidate, step: StepState, *, reuse: bool = False
+                 ) -> AttemptRecord:
+        record = self.runner.run(candidate, step, self.next_number(), reuse=reuse)
+        step.attempts.append(record)
+        self.say(f"attempt {record.attempt_number}: {record.label or record.strategy} "
+                 f"[{record.strategy}] -> {record.outcome.value}: {record.reason[:160]}")
+        if record.outcome is Outcome.FIXED:
+            self.runner.metrics.incr("self_heal.recovered_total", tags=self._tags(record.strategy))
+        return record
+
+    def _screen_static(self, step: StepState) -> None:
+        """A proposer with a fixed list is screened against memory before anything runs."""
+        store = self.runner.store
+        fp = step.failure.fingerprint
+        known = {a.normalized_diff_hash for a in store.verified_fixes(fp, limit=50)}
+        for _config, proposer in self.chain:
+            peek = getattr(proposer, "peek_all", None)
+            drop = getattr(proposer, "drop", None)
+            if peek is None or drop is None:
+                continue
+            dropped: set[str] = set()
+            for candidate in peek():
+                try:
+                    normalized = diffs.normalized_hash(candidate.diff)
+                except NotADiff:
+                    continue
+                if normalized in known or store.prior_claim(fp, normalized) is None:
+                    continue
+                self._attempt(candidate, step)  # the claim check rejects it without running it
+                dropped.add(candidate.label)
+            drop(dropped)
+
+    def _pick(self, failed: int, exhausted: set[int]) -> tuple[int, Proposer] | None:
+        """The strongest proposer in the chain whose turn has come and that has candidates."""
+        eligible = [(i, p) for i, (config, p) in enumerate(self.chain)
+                    if config.after_failures <= failed and i not in exhausted]
+        if not eligible:
+            return None
+        return eligible[-1]
+
+    def _propose(self, proposer: Proposer, step: StepState) -> Candidate | None:
+        runner = self.runner
+        store = runner.store
+        prior = store.attempts(fingerprint=step.failure.fingerprint)
+        try:
+            hints = store.similar_fixes(step.failure, limit=3,
+                                        exclude_fingerprint=step.failure.fingerprint)
+        except Exception as exc:  # memory hints are advisory: a failing read never blocks the loop
+            self.say(f"memory hints unavailable: {exc}")
+            hints = []
+        failed = [a for a in step.attempts if a.outcome is not Outcome.FIXED]
+        propose_tree = runner.workspace.worktree("propose", at=step.start_commit)
+        context = build_context(job=runner.job, step_index=step.index, failure=step.failure,
+                                classification=self.classification, worktree=propose_tree,
+                                prior=prior, hints=hints, widen=len(failed) >= 3)
+        self.budget.calls += 1
+        candidate = proposer.propose(ProposalRequest(context=context, worktree=propose_tree,
+                                                     attempt_number=len(step.attempts) + 1))
+        if candidate is not None:
+            self.budget.tokens += candidate.tokens_used
+        return candidate
+
+    def _record_proposer_timeout(self, step: StepState, proposer: Proposer, why: str
+                                 ) -> AttemptRecord:
+        candidate = Candidate(diff="", strategy="timeout", rationale=why, proposer=proposer.name)
+        record = self.runner.record_without_candidate(candidate, step, self.next_number(),
+                                                      Outcome.TIMEOUT, f"proposer {why}")
+        step.attempts.append(record)
+        self.say(f"attempt {record.attempt_number}: proposer timed out: {why}")
+        return record
+
+    @staticmethod
+    def _made_no_progress(record: AttemptRecord, step: StepState) -> bool:
+        if record.outcome is Outcome.REJECTED_REPEAT:
+            return True
+        return record.outcome is Outcome.NO_EFFECT and "failure unchanged" in record.reason
+
+    def _directive_result(self, directive: Directive, step: StepState) -> StepResult:
+        status = {"cancel": "cancelled", "takeover": "taken_over",
+                  "hard-reset-step": "hard_reset", "resume-from-step": "from_step"}[directive.action]
+        return StepResult(status, f"{directive.action} by {directive.issued_by}",
+                          retryable=directive.action == "cancel", arg=directive.arg,
+                          attempts=step.attempts)
+
+    def _tags(self, strategy: str = "") -> dict[str, str]:
+        tags = {"failure_class": self.classification.failure_class.value}
+        if strategy:
+            tags["strategy"] = strategy
+        return tags
