@@ -267,7 +267,8 @@ def test_not_patchable_report_says_why_and_gives_the_class_runbook() -> None:
     md = render_markdown(infra_report())
     assert "## Not patched because …" in md
     assert "not patched because the machine, the network or an outside service failed" in md
-    assert "`make: *** [Makefile:12: test] Error 137`" in md
+    evidence = "evidence: `Killed`, `make: *** [Makefile:12: test] Error 137`."
+    assert f"Class `infra_issue`; {evidence}" in md
     assert "1. Raise the job's memory limit (`[resources] memory`) and rerun." in md
     assert "No attempt was made on this step." in md
     html = render_html(infra_report())
@@ -494,3 +495,11 @@ def test_unwritable_report_directory_is_a_clear_error(tmp_path: Path) -> None:
     blocker.write_text("not a directory")
     with pytest.raises(BadInput, match="cannot create the report directory"):
         render_reports(job(), blocker / "reports")
+
+
+def test_json_stays_valid_when_the_scrubber_would_mask_a_number(tmp_path: Path) -> None:
+    """The scrubber masks `"model_tokens": 123456` as a token assignment; the counts survive."""
+    report = job(totals={"model_tokens": 123456, "proposer_calls": 2})
+    paths = render_reports(report, tmp_path)
+    assert load_report(paths["json"]).totals == {"model_tokens": 123456, "proposer_calls": 2}
+    assert "| model_tokens | 123456 |" in paths["md"].read_text()

@@ -33,9 +33,11 @@ HTML_TEMPLATE = "report.html.j2"
 
 
 def _default_scrub() -> Scrub:
-    from patchheal.scrub import scrub
+    from patchheal.scrub import default_scrubber
 
-    return scrub
+    # Resolved once per rendering: a report has thousands of small strings, and
+    # `scrub()` looks the process environment up again on every call.
+    return default_scrubber().scrub
 
 
 @lru_cache(maxsize=1)
@@ -101,34 +103,39 @@ def _context(report: JobReport) -> dict[str, Any]:
     }
 
 
-def _render(template: str, report: JobReport, scrub: Scrub) -> str:
-    clean = scrub_report(report, scrub)
-    text = _environment().get_template(template).render(_context(clean))
-    return scrub(text)
+def _render_clean(template: str, clean: JobReport, scrub: Scrub) -> str:
+    return scrub(_environment().get_template(template).render(_context(clean)))
 
 
-def render_markdown(report: JobReport, *, scrub: Scrub | None = None) -> str:
-    """The GitHub-flavoured Markdown report, scrubbed."""
-    return _render(MARKDOWN_TEMPLATE, report, scrub or _default_scrub())
-
-
-def render_html(report: JobReport, *, scrub: Scrub | None = None) -> str:
-    """The self-contained HTML report (inline CSS, no scripts), autoescaped and scrubbed."""
-    return _render(HTML_TEMPLATE, report, scrub or _default_scrub())
-
-
-def render_json(report: JobReport, *, scrub: Scrub | None = None) -> str:
-    """The report.json text: the scrubbed model plus `"schema": "patchheal.report/1"`."""
-    scrub = scrub or _default_scrub()
-    text = report_to_json(scrub_report(report, scrub))
+def _json_clean(clean: JobReport, scrub: Scrub) -> str:
+    text = report_to_json(clean)
     final = scrub(text)
     try:
         json.loads(final)
     except json.JSONDecodeError:
         # Every string was scrubbed already; a mask that breaks the JSON syntax
-        # would only cost the file its readability, so keep the parseable text.
+        # (e.g. over `"model_tokens": 123456`) would cost the file its
+        # parseability for nothing, so keep the text built from the clean model.
         return text
     return final
+
+
+def render_markdown(report: JobReport, *, scrub: Scrub | None = None) -> str:
+    """The GitHub-flavoured Markdown report, scrubbed."""
+    scrub = scrub or _default_scrub()
+    return _render_clean(MARKDOWN_TEMPLATE, scrub_report(report, scrub), scrub)
+
+
+def render_html(report: JobReport, *, scrub: Scrub | None = None) -> str:
+    """The self-contained HTML report (inline CSS, no scripts), autoescaped and scrubbed."""
+    scrub = scrub or _default_scrub()
+    return _render_clean(HTML_TEMPLATE, scrub_report(report, scrub), scrub)
+
+
+def render_json(report: JobReport, *, scrub: Scrub | None = None) -> str:
+    """The report.json text: the scrubbed model plus `"schema": "patchheal.report/1"`."""
+    scrub = scrub or _default_scrub()
+    return _json_clean(scrub_report(report, scrub), scrub)
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -153,10 +160,11 @@ def render_reports(
     to also mask that job's secret environment values.
     """
     scrub = scrub or _default_scrub()
+    clean = scrub_report(report, scrub)
     texts = {
-        "md": render_markdown(report, scrub=scrub),
-        "html": render_html(report, scrub=scrub),
-        "json": render_json(report, scrub=scrub),
+        "md": _render_clean(MARKDOWN_TEMPLATE, clean, scrub),
+        "html": _render_clean(HTML_TEMPLATE, clean, scrub),
+        "json": _json_clean(clean, scrub),
     }
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
