@@ -102,14 +102,18 @@ def _status_actions(report: JobReport) -> list[str]:
 
 
 def runbook(report: JobReport) -> tuple[str, ...]:
-    """Next actions: the loop's own first, then each unfixed step's class runbook, then status."""
-    seen: dict[str, None] = {}
-    for action in report.next_actions:
-        seen.setdefault(action.strip(), None)
-    for step in report.steps:
-        if step.status != "fixed" and step.classification is not None:
-            for action in step.classification.next_actions:
-                seen.setdefault(action.strip(), None)
-    for action in _status_actions(report):
-        seen.setdefault(action, None)
-    return tuple(action for action in seen if action)
+    """Next actions: the loop's own when it gave some, else each unfixed step's class
+    runbook followed by what the job's status calls for. `code spans` render as code."""
+    if report.next_actions:
+        # The loop already folded in the classes' runbooks; adding ours would
+        # print the same advice twice in different words.
+        candidates: list[str] = list(report.next_actions)
+    else:
+        candidates = [
+            action
+            for step in report.steps
+            if step.status != "fixed" and step.classification is not None
+            for action in step.classification.next_actions
+        ]
+        candidates += _status_actions(report)
+    return tuple(dict.fromkeys(a.strip() for a in candidates if a.strip()))
