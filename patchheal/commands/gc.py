@@ -1,0 +1,62 @@
+"""`patchheal gc`: remove what dead runs left behind.
+
+Containers, volumes and networks labelled by patchheal whose owning process is
+gone (a `kill -9`, a crash), temporary images of interrupted builds, and job
+workspaces under the worktree root that no live run owns. Live runs, cached
+images and deliberately kept worktrees are left alone.
+"""
+
+from __future__ import annotations
+
+import click
+
+
+@click.command()
+@click.option("--dry-run", is_flag=True, help="Only print what would be removed.")
+@click.option(
+    "--db",
+    default="var/memory/attempts.sqlite3",
+    show_default=True,
+    help="Attempt store whose job locks and statuses tell which workspaces are live.",
+)
+def gc(dry_run: bool, db: str) -> None:
+    """Remove orphaned containers, volumes, networks and stale worktrees."""
+    from patchheal.harness import containers, orphans
+    from patchheal.workspace import JobWorkspace, worktree_root
+
+    verb = "would remove" if dry_run else "removed"
+    client = None
+    if containers.docker_reachable():
+        client = containers.engine()
+        for orphan in orphans.engine_orphans(client):
+            if not dry_run:
+                orphans.remove(client, orphan)
+            click.echo(f"{verb} {orphan.kind} {orphan.name} ({orphan.reason})")
+    else:
+        click.echo("no Docker engine reachable: containers not checked", err=True)
+    root = worktree_root()
+    mounted = orphans.live_worktrees(client)
+    kept = 0
+    for job_dir, reason in orphans.stale_workspaces(root, db=db, mounted=mounted):
+        if reason is None:
+            kept += 1
+            _prune(job_dir, dry_run)
+            continue
+        if not dry_run:
+            JobWorkspace(job_dir, "", job_dir.name, root).destroy()
+        click.echo(f"{verb} workspace {job_dir} ({reason})")
+    if kept:
+        click.echo(f"kept {kept} workspace(s) of live or finished runs under {root}")
+    if client is not None:
+        client.close()
+
+
+def _prune(job_dir: object, dry_run: bool) -> None:
+    """Drop registrations of worktrees whose folder is gone, in a kept workspace."""
+    from pathlib import Path
+
+    from patchheal import proc
+
+    private = Path(str(job_dir)) / "repo.git"
+    if private.is_dir() and not dry_run:
+        proc.git("worktree", "prune", cwd=private, check=False)

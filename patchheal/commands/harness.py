@@ -1,0 +1,170 @@
+"""`patchheal harness list|build|check|run`: see exactly what a step sees."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+
+def _say(message: str) -> None:
+    click.echo(message, err=True)
+
+
+@click.group()
+def harness() -> None:
+    """List, build, check and run harnesses."""
+
+
+@harness.command("list")
+@click.option(
+    "--repo",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Also list the repository's own harnesses/ folder.",
+)
+def list_(repo: Path | None) -> None:
+    """List the harness definitions on the search path."""
+    from patchheal.harness.registry import harness_search_path, list_harnesses
+
+    click.echo(f"{'local':<12} {'local':<8} host process in the worktree, no isolation")
+    for defn in list_harnesses(repo):
+        click.echo(f"{defn.name:<12} {defn.kind:<8} {defn.description}  [{defn.path}]")
+    click.echo("search path: " + ", ".join(str(p) for p in harness_search_path(repo)), err=True)
+
+
+@harness.command("build")
+@click.argument("name")
+@click.option("--repo", type=click.Path(file_okay=False, path_type=Path), default=None)
+@click.option(
+    "--rebuild-from-scratch",
+    is_flag=True,
+    help="Prove the offline build path: build under a throwaway tag ignoring every cache, "
+    "health-check it, then remove it (the cached image is left alone).",
+)
+def build(name: str, repo: Path | None, rebuild_from_scratch: bool) -> None:
+    """Build NAME's image if it is missing (offline when no registry answers)."""
+    import time
+
+    from patchheal.harness import containers, images
+    from patchheal.harness.registry import load_harness
+
+    defn = load_harness(name, repo)
+    if defn.kind == "compose" and defn.compose is not None:
+        defn = load_harness(defn.compose.base, repo)
+    client = containers.engine()
+    started = time.monotonic()
+    tag = images.ensure_image(client, defn, say=_say, from_scratch=rebuild_from_scratch)
+    took = time.monotonic() - started
+    if rebuild_from_scratch:
+        images.remove_image(client, tag)
+        click.echo(f"built {tag} from scratch in {took:.1f} s, health-checked, removed")
+    else:
+        click.echo(f"{tag} ({took:.1f} s)")
+
+
+@harness.command("check")
+@click.argument("name")
+@click.option("--repo", type=click.Path(file_okay=False, path_type=Path), default=None)
+def check(name: str, repo: Path | None) -> None:
+    """Build NAME if needed, run a trivial command in its sandbox, report engine and image."""
+    import tempfile
+
+    from patchheal.harness import containers, registry
+
+    defn = registry.load_harness(name, repo)
+    client = containers.engine()
+    version = client.version()
+    click.echo(f"engine: Docker {version.get('Version')} (API {version.get('ApiVersion')})")
+    runner = registry.build(defn, job_id=f"check-{os.getpid()}", say=_say, repo=repo)
+    try:
+        with tempfile.TemporaryDirectory(prefix="patchheal-check-") as tmp:
+            if defn.kind == "compose":
+                Path(tmp, "compose.yaml").write_text("services:\n  idle:\n    command: sleep 60\n")
+            result = runner.run("id -u && uname -sr", Path(tmp), timeout=120, idle_timeout=120)
+        image = getattr(runner, "base", runner).image()
+    finally:
+        runner.close()
+    click.echo(f"image: {image}")
+    click.echo(
+        f"harness: {runner.name}; trivial command exit {result.exit_code} "
+        f"in {result.duration_seconds:.2f} s: {' '.join(result.output.split())}"
+    )
+    if not result.passed:
+        raise SystemExit(3)
+
+
+@harness.command("run", context_settings={"ignore_unknown_options": True})
+@click.argument("name")
+@click.option(
+    "--repo",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    required=True,
+    help="Git repository to run over (a fresh worktree of it).",
+)
+@click.option("--ref", default="HEAD", show_default=True, help="Commit the worktree starts at.")
+@click.option("--setup", multiple=True, help="Job setup command (as [job] setup).")
+@click.option("--env", "env_names", multiple=True, help="Variable passed through by name.")
+@click.option("--timeout", default=900.0, show_default=True, help="Wall-clock seconds.")
+@click.option("--idle-timeout", default=300.0, show_default=True, help="Seconds without output.")
+@click.option("--keep", is_flag=True, help="Keep the worktree and print its path.")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def run(
+    name: str,
+    repo: Path,
+    ref: str,
+    setup: tuple[str, ...],
+    env_names: tuple[str, ...],
+    timeout: float,
+    idle_timeout: float,
+    keep: bool,
+    command: tuple[str, ...],
+) -> None:
+    """Run COMMAND in harness NAME over a fresh worktree of --repo; exit with its exit code."""
+    import shlex
+
+    from patchheal.harness import orphans, registry
+    from patchheal.harness.local import LocalHarness
+    from patchheal.workspace import JobWorkspace
+
+    text = command[0] if len(command) == 1 else shlex.join(command)
+    workspace = JobWorkspace(repo.resolve(), ref, f"harness-run-{os.getpid()}")
+    workspace.open()
+    orphans.write_owner(workspace.dir)
+    runner = (
+        LocalHarness(setup=setup, env_passthrough=env_names)
+        if name == "local"
+        else registry.build(
+            registry.load_harness(name, repo),
+            job_id=workspace.job_id,
+            setup=setup,
+            passthrough=env_names,
+            say=_say,
+            repo=repo,
+        )
+    )
+    try:
+        tree = workspace.worktree("run")
+        _say(f"{runner.name}: {text}  (worktree {tree} at {workspace.base_commit[:12]})")
+        runner.prepare(tree)
+        result = runner.run(
+            text, tree, timeout=timeout, idle_timeout=idle_timeout, on_output=_stream
+        )
+    finally:
+        runner.close()
+        if keep:
+            _say(f"worktree kept: {workspace.dir}")
+        else:
+            workspace.destroy()
+    if result.timed_out:
+        _say(f"killed: {result.timed_out} timeout")
+    if result.oom_killed:
+        _say("killed: out of memory")
+    sys.exit(124 if result.exit_code is None else result.exit_code)
+
+
+def _stream(chunk: bytes) -> None:
+    sys.stdout.buffer.write(chunk)
+    sys.stdout.buffer.flush()

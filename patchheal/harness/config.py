@@ -1,0 +1,193 @@
+"""HarnessDef: the typed form of `harnesses/<name>/harness.toml`.
+
+A harness definition says where a step runs: how its image is obtained (a
+registry reference, a Dockerfile, or Debian packages for the offline build),
+how dependencies are installed, and the sandbox the step runs in. Loading a
+definition never touches the Docker engine.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from patchheal.errors import SpecError
+
+_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
+_SIZE = re.compile(r"^\d+(\.\d+)?[bkmg]?$", re.IGNORECASE)
+
+
+class _Def(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ImageSpec(_Def):
+    """The `[image]` table: where the harness image comes from, in order of preference."""
+
+    ref: str | None = Field(
+        None, description="registry reference (e.g. 'python:3.11-slim'), pulled when reachable"
+    )
+    dockerfile: str | None = Field(
+        None,
+        description="Dockerfile beside harness.toml, built on top of the base "
+        "(its `ARG BASE_IMAGE` / `FROM ${BASE_IMAGE}` receives the base image)",
+    )
+    packages: tuple[str, ...] = Field(
+        (), description="Debian packages of the offline base image (mmdebstrap/debootstrap)"
+    )
+    suite: str = Field("bookworm", description="Debian suite of the offline base image")
+    mirror: str = Field("http://deb.debian.org/debian", description="Debian mirror for it")
+    pull: Literal["auto", "always", "never"] = Field(
+        "auto",
+        description="'auto' pulls `ref` only when its registry resolves; 'never' builds offline",
+    )
+    check: str = Field(
+        "true", description="health check run in a fresh container right after every build"
+    )
+
+
+class SandboxSpec(_Def):
+    """The `[sandbox]` table: the container a step runs in."""
+
+    network: Literal["none", "bridge"] = Field(
+        "none", description="network of step containers; 'none' leaves only loopback"
+    )
+    setup_network: Literal["none", "bridge"] = Field(
+        "none",
+        description="network of the dependency setup container; with 'none' pip installs "
+        "come from a wheelhouse downloaded on the host",
+    )
+    user: str = Field(
+        "auto",
+        description="'auto' (the worktree owner, or 1000:1000 when root owns it) or 'UID[:GID]'",
+    )
+    workdir: str = Field("/workspace", description="where the worktree is mounted")
+    cpus: float = Field(2.0, gt=0, description="CPU limit (cores)")
+    memory: str = Field("2g", description="memory limit, e.g. '512m', '2g' (no swap beyond it)")
+    pids: int = Field(1024, ge=16, description="process/thread limit")
+    read_only: bool = Field(True, description="read-only root filesystem (tmpfs on /tmp)")
+    tmpfs_size: str = Field("1g", description="size of the /tmp tmpfs")
+
+    @field_validator("user")
+    @classmethod
+    def _user_form(cls, value: str) -> str:
+        if value != "auto" and not re.fullmatch(r"\d+(:\d+)?", value):
+            raise ValueError("must be 'auto' or a numeric 'UID[:GID]'")
+        return value
+
+    @field_validator("memory", "tmpfs_size")
+    @classmethod
+    def _size_form(cls, value: str) -> str:
+        if not _SIZE.match(value):
+            raise ValueError(f"{value!r} is not a size like '512m' or '2g'")
+        return value
+
+    @field_validator("workdir")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        if not value.startswith("/") or value == "/":
+            raise ValueError("must be an absolute container path other than '/'")
+        return value
+
+
+class DepsSpec(_Def):
+    """The `[deps]` table: how the job's dependencies are installed once per fingerprint."""
+
+    kind: Literal["none", "pip", "npm"] = Field(
+        "none", description="'pip' makes a venv and a host wheelhouse; 'npm' a host npm cache"
+    )
+    files: tuple[str, ...] = Field(
+        (), description="extra globs (repo-relative) hashed into the dependency fingerprint"
+    )
+
+
+class ComposeSpec(_Def):
+    """The `[compose]` table: a step that needs services."""
+
+    file: str | None = Field(
+        None,
+        description="compose file: the repository's (compose.yaml, docker-compose.yml, ...) "
+        "first, else this path beside harness.toml",
+    )
+    service: str = Field("step", description="the service the step runs in")
+    base: str = Field("python", description="harness whose image and sandbox the step service uses")
+    ready_timeout: float = Field(120.0, gt=0, description="seconds to wait for services")
+
+
+class HarnessDef(_Def):
+    """One harness definition (`harness.toml`)."""
+
+    name: str = Field(description="lower-case name, used in job specs and image tags")
+    kind: Literal["docker", "compose"] = Field("docker", description="which harness runs it")
+    description: str = Field("", description="one line shown by `patchheal harness list`")
+    image: ImageSpec = Field(ImageSpec(), description="where the image comes from")
+    deps: DepsSpec = Field(DepsSpec(), description="dependency installation")
+    sandbox: SandboxSpec = Field(SandboxSpec(), description="container limits and policy")
+    compose: ComposeSpec | None = Field(None, description="services (kind = 'compose' only)")
+    setup: tuple[str, ...] = Field(
+        (), description="commands run once per dependency fingerprint, before the job's setup"
+    )
+    env: dict[str, str] = Field(
+        default_factory=dict, description="fixed variables; override the deterministic ones"
+    )
+    env_passthrough: tuple[str, ...] = Field(
+        (), description="host variables passed through by name"
+    )
+    path: Path | None = Field(None, exclude=True, description="the folder it was loaded from")
+
+    @field_validator("name")
+    @classmethod
+    def _name_form(cls, value: str) -> str:
+        if not _NAME.match(value):
+            raise ValueError("must be lower-case letters, digits, '.', '_' or '-' (max 64)")
+        return value
+
+    @model_validator(mode="after")
+    def _kind_matches_sections(self) -> HarnessDef:
+        if self.kind == "compose" and self.compose is None:
+            raise ValueError("kind = 'compose' needs a [compose] table")
+        if self.kind == "docker" and self.compose is not None:
+            raise ValueError("a [compose] table needs kind = 'compose'")
+        if self.kind == "docker" and not (
+            self.image.ref or self.image.packages or self.image.dockerfile
+        ):
+            raise ValueError(
+                "kind = 'docker' needs [image] ref, packages or dockerfile to build from"
+            )
+        if (
+            self.image.dockerfile
+            and self.path
+            and not (self.path / self.image.dockerfile).is_file()
+        ):
+            raise ValueError(f"[image] dockerfile {self.image.dockerfile!r} is not in {self.path}")
+        return self
+
+    @property
+    def dockerfile_path(self) -> Path | None:
+        if self.image.dockerfile is None or self.path is None:
+            return None
+        return self.path / self.image.dockerfile
+
+
+def load_harness_file(path: Path) -> HarnessDef:
+    """Read and validate one harness.toml; errors name the file and the field."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise SpecError(f"cannot read harness definition {path}: {exc.strerror or exc}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise SpecError(f"harness definition {path} is not valid TOML: {exc}") from None
+    data.setdefault("name", path.parent.name)
+    data["path"] = path.parent.resolve()
+    try:
+        return HarnessDef.model_validate(data)
+    except ValidationError as exc:
+        lines = [f"invalid harness definition {path}:"]
+        for item in exc.errors():
+            where = ".".join(str(p) for p in item["loc"]) or "(top level)"
+            lines.append(f"  {where}: {item['msg']}")
+        raise SpecError("\n".join(lines)) from None

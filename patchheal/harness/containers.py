@@ -1,0 +1,313 @@
+"""Container lifecycle: engine connection, names and labels, run-and-wait, teardown.
+
+Every container, volume and network patchheal creates carries the labels of
+`owner_labels`, so `patchheal gc` can tell whose it is and whether that
+process still lives (pid + start time + host, so a reused pid is not taken for
+the owner). A container's life is a context manager whose teardown escalates
+stop → kill → remove, logs each step and never raises.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import queue
+import re
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from patchheal.errors import HarnessError, InfraUnavailable
+from patchheal.proc import DEFAULT_OUTPUT_CAP, _CappedBuffer
+from patchheal.retry import retrying
+
+if TYPE_CHECKING:
+    from docker import DockerClient
+    from docker.models.containers import Container
+
+log = logging.getLogger(__name__)
+
+LABEL = "patchheal"
+LABEL_JOB = "patchheal.job"
+LABEL_PURPOSE = "patchheal.purpose"
+LABEL_PID = "patchheal.owner.pid"
+LABEL_START = "patchheal.owner.start"
+LABEL_HOST = "patchheal.owner.host"
+LABEL_WORKTREE = "patchheal.worktree"
+
+_T = TypeVar("_T")
+_UNSAFE = re.compile(r"[^a-zA-Z0-9_.-]+")
+
+
+def engine(timeout: float = 120.0) -> DockerClient:
+    """A client for the local engine; `InfraUnavailable` (exit 3) when it is not there."""
+    import docker
+
+    try:
+        client = docker.from_env(timeout=int(timeout))
+        call(client.ping)
+    except Exception as exc:
+        raise InfraUnavailable(
+            "the Docker engine is not reachable "
+            f"({type(exc).__name__}: {str(exc)[:200]}); start it, check DOCKER_HOST and the "
+            "socket permissions, or run with harness = 'local'"
+        ) from None
+    return client
+
+
+def docker_reachable() -> bool:
+    """True when an engine answers a ping within a few seconds."""
+    try:
+        engine(timeout=5).close()
+    except InfraUnavailable:
+        return False
+    return True
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Engine faults worth one more try: connection resets, timeouts, 5xx other than 'not found'."""
+    import docker.errors
+    import requests.exceptions
+
+    if isinstance(exc, docker.errors.NotFound | docker.errors.ImageNotFound):
+        return False
+    if isinstance(exc, docker.errors.APIError):
+        status = exc.status_code or 0
+        return status >= 500 and "No such" not in str(exc.explanation or "")
+    return isinstance(exc, requests.exceptions.ConnectionError | requests.exceptions.Timeout)
+
+
+def call(fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+    """Call an engine API function, retrying transient faults (3 tries, 0.5 s base)."""
+    for attempt in retrying(is_transient, attempts=3, base=0.5):
+        with attempt:
+            return fn(*args, **kwargs)
+    raise AssertionError("unreachable: tenacity reraises")  # pragma: no cover
+
+
+def process_start(pid: int) -> str:
+    """The kernel's start time of `pid` (clock ticks since boot), '' if unknown."""
+    try:
+        stat = open(f"/proc/{pid}/stat", encoding="ascii").read()  # noqa: PTH123, SIM115
+    except OSError:
+        return ""
+    # Field 22, counted after the parenthesised command name (which may hold spaces).
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def owner_labels(job_id: str, purpose: str, *, worktree: str | None = None) -> dict[str, str]:
+    pid = os.getpid()
+    labels = {
+        LABEL: "1",
+        LABEL_JOB: job_id,
+        LABEL_PURPOSE: purpose,
+        LABEL_PID: str(pid),
+        LABEL_START: process_start(pid),
+        LABEL_HOST: socket.gethostname(),
+    }
+    if worktree is not None:
+        labels[LABEL_WORKTREE] = worktree
+    return labels
+
+
+def owner_alive(labels: dict[str, str]) -> bool:
+    """Whether the process that created a labelled object still runs.
+
+    Objects of another host are treated as alive: only that host can tell.
+    """
+    if labels.get(LABEL_HOST, socket.gethostname()) != socket.gethostname():
+        return True
+    try:
+        pid = int(labels.get(LABEL_PID, ""))
+    except ValueError:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    start = labels.get(LABEL_START, "")
+    return not start or process_start(pid) == start
+
+
+def container_name(job_id: str, purpose: str) -> str:
+    """Deterministic: the same job and purpose give the same name across runs."""
+    return f"patchheal-{_UNSAFE.sub('-', job_id)}-{_UNSAFE.sub('-', purpose)}"[:120]
+
+
+def remove_stale(client: DockerClient, name: str) -> None:
+    """Remove a leftover container of the same name (a crashed earlier run)."""
+    import docker.errors
+
+    try:
+        stale = client.containers.get(name)
+    except docker.errors.NotFound:
+        return
+    log.info("removing stale container %s", name)
+    teardown(stale)
+
+
+def teardown(container: Container, *, grace: int = 2) -> None:
+    """stop → kill → remove; logs each failure, never raises."""
+    import docker.errors
+
+    name = getattr(container, "name", "?")
+    for step, action in (
+        ("stop", lambda: container.stop(timeout=grace)),
+        ("kill", container.kill),
+        ("remove", lambda: container.remove(force=True, v=True)),
+    ):
+        try:
+            if step != "remove":
+                container.reload()
+                if container.status not in ("running", "restarting", "paused"):
+                    continue
+            action()
+        except docker.errors.NotFound:
+            return
+        except Exception as exc:  # teardown must go on to the next step whatever failed
+            log.warning("container %s: %s failed: %s", name, step, exc)
+    with contextlib.suppress(Exception):
+        container.reload()
+        log.warning("container %s still exists after teardown", name)
+
+
+@contextlib.contextmanager
+def created(client: DockerClient, *, name: str, **create_kwargs: Any) -> Iterator[Container]:
+    """A created (not started) container, torn down on every path out."""
+    import docker.errors
+
+    remove_stale(client, name)
+    try:
+        container = call(client.containers.create, name=name, detach=True, **create_kwargs)
+    except docker.errors.ImageNotFound as exc:
+        raise HarnessError(f"image missing for container {name}: {exc}") from None
+    except docker.errors.APIError as exc:
+        raise HarnessError(f"cannot create container {name}: {exc.explanation or exc}") from None
+    try:
+        yield container
+    finally:
+        teardown(container)
+
+
+@dataclass(frozen=True)
+class Finished:
+    """What `run_to_completion` saw."""
+
+    exit_code: int | None
+    output: str
+    truncated: bool
+    timed_out: str | None
+    oom_killed: bool
+    duration: float
+
+
+def run_to_completion(
+    container: Container,
+    *,
+    timeout: float,
+    idle_timeout: float,
+    on_output: Callable[[bytes], None] | None = None,
+    output_cap: int = DEFAULT_OUTPUT_CAP,
+) -> Finished:
+    """Start `container`, stream its output, kill it from outside on a wall or idle timeout."""
+    buffer = _CappedBuffer(output_cap)
+    chunks: queue.Queue[bytes | None] = queue.Queue()
+    # Attach before start so that not a byte of output is missed.
+    stream = container.attach(stdout=True, stderr=True, stream=True, logs=True)
+
+    def pump() -> None:
+        try:
+            for chunk in stream:
+                chunks.put(chunk)
+        except Exception as exc:  # the engine closed the stream; the exit status tells the rest
+            log.debug("output stream of %s ended: %s", container.name, exc)
+        finally:
+            chunks.put(None)
+
+    reader = threading.Thread(target=pump, name=f"out-{container.name}", daemon=True)
+    reader.start()
+    started = time.monotonic()
+    call(container.start)
+    last_output = started
+    timed_out: str | None = None
+    while True:
+        now = time.monotonic()
+        if now - started >= timeout:
+            timed_out = "wall"
+        elif now - last_output >= idle_timeout:
+            timed_out = "idle"
+        if timed_out:
+            with contextlib.suppress(Exception):
+                container.kill()
+            break
+        wait = min(started + timeout, last_output + idle_timeout) - now
+        try:
+            chunk = chunks.get(timeout=max(0.01, min(wait, 1.0)))
+        except queue.Empty:
+            continue
+        if chunk is None:
+            break
+        last_output = time.monotonic()
+        buffer.add(chunk)
+        if on_output is not None:
+            on_output(chunk)
+    status = call(container.wait, timeout=60)
+    duration = time.monotonic() - started
+    reader.join(timeout=5)
+    while True:  # output that arrived between the timeout and the kill
+        try:
+            chunk = chunks.get_nowait()
+        except queue.Empty:
+            break
+        if chunk:
+            buffer.add(chunk)
+    container.reload()
+    oom = bool(container.attrs.get("State", {}).get("OOMKilled"))
+    return Finished(
+        exit_code=None if timed_out else int(status.get("StatusCode", -1)),
+        output=buffer.text(),
+        truncated=buffer.dropped > 0,
+        timed_out=timed_out,
+        oom_killed=oom,
+        duration=duration,
+    )
+
+
+def exec_checked(
+    container: Container,
+    command: list[str],
+    *,
+    user: str,
+    environment: dict[str, str],
+    workdir: str,
+    what: str,
+    on_output: Callable[[bytes], None] | None = None,
+) -> str:
+    """Run `command` in a running container; `HarnessError` with the output tail if it fails."""
+    api = container.client.api
+    exec_id = call(
+        api.exec_create,
+        container.id,
+        command,
+        user=user,
+        environment=environment,
+        workdir=workdir,
+        stdout=True,
+        stderr=True,
+    )["Id"]
+    buffer = _CappedBuffer(DEFAULT_OUTPUT_CAP)
+    for chunk in api.exec_start(exec_id, stream=True):
+        buffer.add(chunk)
+        if on_output is not None:
+            on_output(chunk)
+    code = call(api.exec_inspect, exec_id).get("ExitCode")
+    if code != 0:
+        tail = "\n".join("    " + line for line in buffer.text().rstrip().splitlines()[-40:])
+        raise HarnessError(f"{what} failed with exit code {code}: {' '.join(command)}\n{tail}")
+    return buffer.text()

@@ -1,0 +1,189 @@
+"""Job dependencies, installed once per dependency fingerprint and committed as an image.
+
+The fingerprint hashes the dependency files (pyproject, setup.cfg,
+requirements, lockfiles, package.json), the setup commands, the base image id
+and the user. A setup container runs the harness's and the job's setup over
+the worktree and is committed as `patchheal-deps/<harness>:<fingerprint>`;
+every attempt with that fingerprint starts from it. The commit is the state
+marker: it exists only once setup finished, so an interrupted setup (even
+`kill -9`) leaves nothing that looks ready.
+
+Setup runs without network by default: pip installs come from a wheelhouse
+that `wheelhouse.fill` downloaded on the host (and npm from a host-filled
+cache), installed with `--no-index`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from patchheal.harness import containers, images, sandbox, wheelhouse
+from patchheal.harness.config import HarnessDef
+from patchheal.harness.images import Say
+
+if TYPE_CHECKING:
+    from docker import DockerClient
+
+DEPS_REPOSITORY = "patchheal-deps"
+WHEELHOUSE = "/opt/patchheal/wheelhouse"
+NPM_CACHE = "/opt/patchheal/npm-cache"
+DEPENDENCY_GLOBS = (
+    "pyproject.toml",
+    "setup.cfg",
+    "setup.py",
+    "requirements*.txt",
+    "requirements/*.txt",
+    "constraints*.txt",
+    "Pipfile.lock",
+    "poetry.lock",
+    "uv.lock",
+    "package.json",
+    "package-lock.json",
+    "npm-shrinkwrap.json",
+    "yarn.lock",
+    "pnpm-lock.yaml",
+)
+
+
+def fingerprint(
+    worktree: Path, defn: HarnessDef, setup: Sequence[str], image_id: str, user: str
+) -> str:
+    """The dependency fingerprint: what, if changed, needs a new install."""
+    digest = hashlib.sha256()
+    recipe = [defn.deps.kind, list(defn.setup), list(setup), image_id, user]
+    digest.update(json.dumps(recipe).encode())
+    seen: set[Path] = set()
+    for pattern in (*DEPENDENCY_GLOBS, *defn.deps.files):
+        for path in sorted(worktree.glob(pattern)):
+            if path.is_file() and path not in seen:
+                seen.add(path)
+                digest.update(str(path.relative_to(worktree)).encode() + b"\0")
+                digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def needs_env(defn: HarnessDef, setup: Sequence[str]) -> bool:
+    return bool(defn.setup or setup or defn.deps.kind != "none")
+
+
+def ensure_env(
+    client: DockerClient,
+    defn: HarnessDef,
+    image: str,
+    worktree: Path,
+    *,
+    setup: Sequence[str],
+    passthrough: Sequence[str],
+    user: str,
+    job_id: str,
+    say: Say = lambda _msg: None,
+    timeout: float = 1800.0,
+) -> str:
+    """The image steps run in: `image` plus the installed dependencies."""
+    if not needs_env(defn, setup):
+        return image
+    image_id = containers.call(client.images.get, image).id
+    tag = f"{DEPS_REPOSITORY}/{defn.name}:{fingerprint(worktree, defn, setup, image_id, user)[:16]}"
+    if images.exists(client, tag):
+        return tag
+    with images.file_lock(tag.replace("/", "_").replace(":", "_")):
+        if images.exists(client, tag):
+            return tag
+        say(f"installing dependencies into {tag} (once per dependency fingerprint)")
+        _install(client, defn, image, worktree, tag, setup, passthrough, user, job_id, say, timeout)
+    return tag
+
+
+def _install(
+    client: DockerClient,
+    defn: HarnessDef,
+    image: str,
+    worktree: Path,
+    tag: str,
+    setup: Sequence[str],
+    passthrough: Sequence[str],
+    user: str,
+    job_id: str,
+    say: Say,
+    timeout: float,
+) -> None:
+    from docker.types import Mount
+
+    commands = [*defn.setup, *setup]
+    offline = defn.sandbox.setup_network == "none"
+    extra: dict[str, str] = {}
+    mounts = [Mount(defn.sandbox.workdir, str(worktree), type="bind", read_only=False)]
+    mounts += [Mount(p, p, type="bind", read_only=True) for p in images.host_mounts(client, image)]
+    if offline and defn.deps.kind == "pip":
+        house = wheelhouse.fill(client, image, worktree, commands, say)
+        mounts.append(Mount(WHEELHOUSE, str(house), type="bind", read_only=True))
+        extra = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": WHEELHOUSE}
+    if defn.deps.kind == "npm":
+        cache = wheelhouse.fill_npm(worktree, say, offline=offline)
+        mounts.append(Mount(NPM_CACHE, str(cache), type="bind", read_only=False))
+        extra = {"npm_config_cache": NPM_CACHE, "npm_config_offline": str(offline).lower()}
+    env = sandbox.environment(defn, passthrough, extra)
+    sandbox.make_writable(worktree, user)
+    purpose = f"setup-{defn.name}"
+    labels = containers.owner_labels(job_id, purpose, worktree=str(worktree))
+    with containers.created(
+        client,
+        name=containers.container_name(job_id, purpose),
+        image=image,
+        command=["/bin/sh", "-c", f"sleep {int(timeout)}"],
+        user="0:0",
+        labels=labels,
+        network_mode=defn.sandbox.setup_network,
+        mounts=mounts,
+        tmpfs={"/tmp": "rw,exec,nosuid,mode=1777"},
+        init=True,
+    ) as container:
+        containers.call(container.start)
+
+        def run(argv: list[str], what: str, as_user: str = user, cwd: str = "") -> None:
+            containers.exec_checked(
+                container,
+                argv,
+                user=as_user,
+                environment=env,
+                workdir=cwd or defn.sandbox.workdir,
+                what=what,
+                on_output=lambda chunk: say(chunk.decode("utf-8", "replace").rstrip()),
+            )
+
+        run(["sh", "-c", f"mkdir -p /opt/patchheal && chown {user} /opt/patchheal"], "prep", "0:0")
+        if defn.deps.kind == "pip":
+            run(["python3", "-m", "venv", "--system-site-packages", sandbox.VENV], "venv")
+        if defn.deps.kind == "npm":
+            _npm_install(run, defn.sandbox.workdir)
+        for command in commands:
+            say(f"setup: {command}")
+            run(["/bin/sh", "-c", command], f"dependency setup of harness {defn.name}")
+        say(f"committing {tag}")
+        repository, _, version = tag.partition(":")
+        changes = [
+            f"ENV PATH={sandbox.STEP_PATH}",
+            f"ENV VIRTUAL_ENV={sandbox.VENV}",
+            f"LABEL {containers.LABEL}=1",
+            f"WORKDIR {defn.sandbox.workdir}",
+        ]
+        containers.call(container.commit, repository=repository, tag=version, changes=changes)
+
+
+def _npm_install(run: object, workdir: str) -> None:
+    # node_modules lives in the image, not the worktree (a reset would wipe it);
+    # /node_modules makes Node's parent-directory lookup from the worktree find it.
+    assert callable(run)
+    script = (
+        f"mkdir -p {sandbox.NODE_DIR} && cp {workdir}/package.json {sandbox.NODE_DIR}/ && "
+        f"(cp {workdir}/package-lock.json {sandbox.NODE_DIR}/ 2>/dev/null || true) && "
+        f"cd {sandbox.NODE_DIR} && if [ -f package-lock.json ]; then "
+        "npm ci --ignore-scripts --no-audit --no-fund; else "
+        "npm install --ignore-scripts --no-audit --no-fund; fi"
+    )
+    run(["/bin/sh", "-c", script], "npm install")
+    run(["ln", "-sfn", f"{sandbox.NODE_DIR}/node_modules", "/node_modules"], "npm link", "0:0")

@@ -1,0 +1,319 @@
+"""Harness images: content-addressed, built offline when no registry answers, health-checked.
+
+The tag is a hash of what builds the image (the [image] table and every file
+beside harness.toml), so an edited recipe gives a new image and an unchanged
+one is never rebuilt. The base image comes from, in order:
+
+1. `ref` already in the engine, or pulled when its registry might be reachable
+   (the registry host resolves or the engine has mirrors: fail fast, no waiting);
+2. a root filesystem of Debian packages made with mmdebstrap (installed with
+   apt-get when missing and we are root), or debootstrap, then imported;
+3. a host-runtime image: an empty root with the host's /usr mounted read-only.
+
+A Dockerfile beside harness.toml is then built on top (`ARG BASE_IMAGE`). Every
+build runs the harness's check in a fresh container before it is tagged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import socket
+import tempfile
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from patchheal import proc
+from patchheal.errors import HarnessError, ImageBuildError
+from patchheal.harness import containers, rootfs
+from patchheal.harness.config import HarnessDef
+
+if TYPE_CHECKING:
+    from docker import DockerClient
+
+Say = Callable[[str], None]
+
+BUILDER_VERSION = "1"
+REPOSITORY = "patchheal"
+SOURCE_LABEL = "patchheal.source"
+MOUNTS_LABEL = "patchheal.host_mounts"
+
+
+def cache_dir() -> Path:
+    """Where patchheal keeps wheelhouses, npm caches and locks."""
+    if explicit := os.environ.get("PATCHHEAL_CACHE_DIR"):
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "patchheal"
+
+
+@contextlib.contextmanager
+def file_lock(name: str) -> Iterator[None]:
+    """An exclusive lock shared by every patchheal process of this host."""
+    path = cache_dir() / "locks" / f"{name}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def recipe_hash(defn: HarnessDef) -> str:
+    """A hash of everything that builds the image."""
+    digest = hashlib.sha256()
+    recipe = defn.image.model_dump(mode="json")
+    recipe["packages"] = sorted(defn.image.packages)
+    digest.update(json.dumps([BUILDER_VERSION, recipe], sort_keys=True).encode())
+    if defn.image.dockerfile and defn.path is not None:
+        for path in sorted(p for p in defn.path.rglob("*") if p.is_file()):
+            if path.name != "harness.toml":
+                digest.update(str(path.relative_to(defn.path)).encode() + b"\0")
+                digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def image_tag(defn: HarnessDef) -> str:
+    return f"{REPOSITORY}/{defn.name}:{recipe_hash(defn)[:16]}"
+
+
+def exists(client: DockerClient, ref: str) -> bool:
+    import docker.errors
+
+    try:
+        containers.call(client.images.get, ref)
+    except docker.errors.ImageNotFound:
+        return False
+    return True
+
+
+def host_mounts(client: DockerClient, image: str) -> list[str]:
+    """Host paths a host-runtime image needs mounted read-only; [] for ordinary images."""
+    labels = containers.call(client.images.get, image).labels or {}
+    return [p for p in labels.get(MOUNTS_LABEL, "").split(",") if p]
+
+
+def ensure_image(
+    client: DockerClient,
+    defn: HarnessDef,
+    *,
+    say: Say = lambda _msg: None,
+    from_scratch: bool = False,
+) -> str:
+    """The harness image's tag, built (and health-checked) if missing.
+
+    `from_scratch` ignores every cache, including a local copy of `ref`, and
+    builds under a throwaway tag that the caller removes (`remove_image`).
+    """
+    final = image_tag(defn)
+    if not from_scratch and exists(client, final):
+        return final
+    with file_lock(final.replace("/", "_").replace(":", "_")):
+        if not from_scratch and exists(client, final):
+            return final
+        scratch = f"{REPOSITORY}-tmp/{defn.name}:{uuid.uuid4().hex[:12]}"
+        base, source = _base_image(client, defn, scratch + "-base", say, from_scratch)
+        built = base
+        try:
+            if defn.dockerfile_path is not None:
+                built = _build_dockerfile(client, defn, base, scratch, say)
+            health_check(client, defn, built, say)
+            if from_scratch:
+                if built == base:
+                    containers.call(client.images.get(base).tag, *scratch.split(":"))
+                return scratch
+            containers.call(client.images.get(built).tag, *final.split(":"))
+            say(f"image {final} ready (source: {source})")
+            return final
+        finally:
+            for leftover in {base, built} - {scratch}:
+                if leftover.startswith(f"{REPOSITORY}-tmp/"):
+                    remove_image(client, leftover)
+
+
+def remove_image(client: DockerClient, ref: str) -> None:
+    import docker.errors
+
+    with contextlib.suppress(docker.errors.ImageNotFound):
+        containers.call(client.images.remove, ref, force=True)
+
+
+def health_check(client: DockerClient, defn: HarnessDef, image: str, say: Say) -> None:
+    """Run the harness's check as the sandbox would; `ImageBuildError` if it fails."""
+    mounts = ro_binds(host_mounts(client, image))
+    with containers.created(
+        client,
+        name=f"patchheal-check-{uuid.uuid4().hex[:12]}",
+        image=image,
+        command=["/bin/sh", "-c", defn.image.check],
+        labels=containers.owner_labels("image-check", "check"),
+        user="1000:1000",
+        network_mode="none",
+        read_only=True,
+        tmpfs={"/tmp": "rw,exec,nosuid,size=64m,mode=1777"},
+        mounts=mounts,
+        environment={"HOME": "/tmp"},
+    ) as container:
+        done = containers.run_to_completion(container, timeout=120, idle_timeout=120)
+    if done.exit_code != 0:
+        raise ImageBuildError(
+            f"image {image} failed its health check `{defn.image.check}` "
+            f"(exit {done.exit_code}):\n{done.output[-2000:]}"
+        )
+    say(f"health check passed: {defn.image.check}")
+
+
+def ro_binds(paths: list[str]) -> list[object]:
+    from docker.types import Mount
+
+    return [Mount(target=p, source=p, type="bind", read_only=True) for p in paths]
+
+
+def _base_image(
+    client: DockerClient, defn: HarnessDef, scratch: str, say: Say, from_scratch: bool
+) -> tuple[str, str]:
+    spec = defn.image
+    if spec.ref and not from_scratch and exists(client, spec.ref):
+        return spec.ref, "local"
+    if spec.ref and not from_scratch and spec.pull != "never" and _pull(client, spec, say):
+        return spec.ref, "pull"
+    if spec.pull == "always" and spec.ref:
+        raise ImageBuildError(f"cannot pull {spec.ref} and [image] pull = 'always'")
+    packages = spec.packages or _default_packages(defn)
+    with tempfile.TemporaryDirectory(prefix="patchheal-rootfs-") as tmp:
+        tarball = Path(tmp) / "rootfs.tar"
+        try:
+            source = rootfs.debian_rootfs(tarball, spec.suite, spec.mirror, packages, say)
+            mounts: list[str] = []
+        except ImageBuildError as exc:
+            say(f"no Debian root filesystem ({exc}); falling back to the host runtime")
+            source, mounts = "host-runtime", rootfs.host_runtime_rootfs(tarball)
+        say(f"importing the {source} root filesystem as {scratch}")
+        changes = [
+            "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            "WORKDIR /workspace",
+            'CMD ["/bin/sh"]',
+            f"LABEL {containers.LABEL}=1 {SOURCE_LABEL}={source} {MOUNTS_LABEL}={','.join(mounts)}",
+        ]
+        repository, tag = scratch.split(":")
+        try:
+            containers.call(
+                client.api.import_image,
+                src=str(tarball),
+                repository=repository,
+                tag=tag,
+                changes=changes,
+            )
+        except Exception as exc:
+            raise ImageBuildError(f"docker import of the root filesystem failed: {exc}") from None
+    if not exists(client, scratch):
+        raise ImageBuildError(f"docker import did not produce {scratch}")
+    return scratch, source
+
+
+def _default_packages(defn: HarnessDef) -> tuple[str, ...]:
+    if defn.image.ref and "node" in defn.image.ref:
+        return ("nodejs", "npm", "git", "ca-certificates")
+    return ("python3", "python3-venv", "python3-pip", "git", "ca-certificates")
+
+
+def registry_might_be_reachable(client: DockerClient, ref: str) -> bool:
+    """Fail fast: the engine has mirrors, or the registry's host name resolves (2 s)."""
+    with contextlib.suppress(Exception):
+        if (containers.call(client.info).get("RegistryConfig") or {}).get("Mirrors"):
+            return True
+    first = ref.split("/", 1)[0]
+    host = first if "/" in ref and ("." in first or ":" in first or first == "localhost") else None
+    host = (host or "registry-1.docker.io").split(":")[0]
+    found: list[bool] = []
+
+    def resolve() -> None:
+        with contextlib.suppress(OSError):
+            found.append(bool(socket.getaddrinfo(host, 443)))
+
+    worker = threading.Thread(target=resolve, daemon=True)
+    worker.start()
+    worker.join(2.0)
+    return bool(found and found[0])
+
+
+def _pull(client: DockerClient, spec: object, say: Say) -> bool:
+    import docker.errors
+
+    ref = str(getattr(spec, "ref", ""))
+    if getattr(spec, "pull", "auto") == "auto" and not registry_might_be_reachable(client, ref):
+        say(f"no registry reachable for {ref}; building the image offline")
+        return False
+    say(f"pulling {ref}")
+    repository, _, tag = ref.rpartition(":") if ":" in ref.split("/")[-1] else (ref, "", "latest")
+    try:
+        containers.call(client.images.pull, repository, tag=tag)
+    except (docker.errors.APIError, docker.errors.DockerException) as exc:
+        say(f"pull of {ref} failed ({str(exc)[:160]}); building the image offline")
+        return False
+    return True
+
+
+def _build_dockerfile(client: DockerClient, defn: HarnessDef, base: str, tag: str, say: Say) -> str:
+    import docker.errors
+
+    assert defn.path is not None
+    assert defn.image.dockerfile is not None
+    say(f"building {defn.image.dockerfile} on {base}")
+    try:
+        containers.call(
+            client.images.build,
+            path=str(defn.path),
+            dockerfile=defn.image.dockerfile,
+            tag=tag,
+            buildargs={"BASE_IMAGE": base},
+            network_mode="none" if defn.sandbox.setup_network == "none" else "bridge",
+            pull=False,
+            rm=True,
+            forcerm=True,
+            labels={containers.LABEL: "1"},
+        )
+    except docker.errors.BuildError as exc:
+        lines = [str(item.get("stream") or item.get("error") or "") for item in exc.build_log]
+        raise ImageBuildError(
+            f"building {defn.dockerfile_path} failed: {exc.msg}\n{''.join(lines)[-3000:]}"
+        ) from None
+    except docker.errors.APIError as exc:
+        raise ImageBuildError(f"building {defn.dockerfile_path} failed: {exc}") from None
+    return tag
+
+
+def which_or_install(tool: str, package: str, say: Say) -> str | None:
+    """The path of `tool`, installing its Debian package first when we are root."""
+    found = shutil.which(tool)
+    if found or os.geteuid() != 0 or shutil.which("apt-get") is None:
+        return found
+    say(f"{tool} is missing; installing the Debian package {package} with apt-get")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    result = proc.run(["apt-get", "install", "-y", "-q", package], env=env, timeout=600)
+    if not result.passed:
+        proc.run(["apt-get", "update", "-q"], env=env, timeout=600)
+        result = proc.run(["apt-get", "install", "-y", "-q", package], env=env, timeout=600)
+    if not result.passed:
+        say(f"apt-get install {package} failed:\n{result.output[-1000:]}")
+    return shutil.which(tool)
+
+
+__all__ = [
+    "HarnessError",
+    "cache_dir",
+    "ensure_image",
+    "file_lock",
+    "health_check",
+    "host_mounts",
+    "image_tag",
+    "remove_image",
+]

@@ -1,0 +1,131 @@
+"""Root filesystem tarballs for offline images: Debian packages, or the host runtime.
+
+No registry is needed: mmdebstrap (or debootstrap) assembles a root filesystem
+from Debian's package mirror, which air-gapped sites usually mirror anyway.
+When neither can run, the last resort is an almost empty root whose /usr is
+the host's, mounted read-only when a container starts.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import tarfile
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from patchheal import proc
+from patchheal.errors import ImageBuildError
+
+Say = Callable[[str], None]
+
+# A fixed unprivileged user so a step never runs as root, even in an image
+# whose worktree is owned by root on the host.
+SANDBOX_UID = 1000
+_USER_LINES = (
+    f"patchheal:x:{SANDBOX_UID}:{SANDBOX_UID}:patchheal:/tmp:/bin/sh\n",
+    f"patchheal:x:{SANDBOX_UID}:\n",
+)
+# Documentation and translations are dead weight in a sandbox image.
+_EXCLUDES = ("/usr/share/doc/*", "/usr/share/man/*", "/usr/share/info/*", "/usr/share/locale/*")
+_HOOK = (
+    'mkdir -p "$1/workspace" "$1/opt/patchheal" && '
+    f"printf '%s' '{_USER_LINES[0].strip()}\\n' >> \"$1/etc/passwd\" && "
+    f"printf '%s' '{_USER_LINES[1].strip()}\\n' >> \"$1/etc/group\" && "
+    'rm -rf "$1/var/cache/apt/archives/"*.deb "$1/var/lib/apt/lists/"*'
+)
+
+
+def debian_rootfs(tarball: Path, suite: str, mirror: str, packages: Sequence[str], say: Say) -> str:
+    """Write a Debian root filesystem tarball; returns the tool that made it."""
+    from patchheal.harness.images import which_or_install
+
+    started = time.monotonic()
+    mmdebstrap = which_or_install("mmdebstrap", "mmdebstrap", say)
+    if mmdebstrap is not None:
+        say(f"building a {suite} root filesystem with mmdebstrap ({', '.join(packages)})")
+        argv = [
+            mmdebstrap,
+            "--quiet",
+            "--variant=apt",
+            f"--include={','.join(packages)}",
+            *(f"--dpkgopt=path-exclude={p}" for p in _EXCLUDES),
+            f"--customize-hook={_HOOK}",
+            suite,
+            str(tarball),
+            mirror,
+        ]
+        result = proc.run(argv, timeout=1800)
+        if result.passed:
+            say(f"mmdebstrap took {time.monotonic() - started:.0f} s")
+            return "mmdebstrap"
+        say(f"mmdebstrap failed (exit {result.exit_code}):\n{result.output[-1500:]}")
+    return _debootstrap(tarball, suite, mirror, packages, say)
+
+
+def _debootstrap(tarball: Path, suite: str, mirror: str, packages: Sequence[str], say: Say) -> str:
+    from patchheal.harness.images import which_or_install
+
+    if os.geteuid() != 0:
+        raise ImageBuildError("debootstrap needs root and mmdebstrap is not usable")
+    debootstrap = which_or_install("debootstrap", "debootstrap", say)
+    if debootstrap is None:
+        raise ImageBuildError("neither mmdebstrap nor debootstrap is available")
+    say(f"building a {suite} root filesystem with debootstrap")
+    with tempfile.TemporaryDirectory(prefix="patchheal-debootstrap-") as tmp:
+        root = Path(tmp) / "root"
+        argv = [debootstrap, "--variant=minbase", f"--include={','.join(packages)}"]
+        result = proc.run([*argv, suite, str(root), mirror], timeout=3600)
+        if not result.passed:
+            raise ImageBuildError(f"debootstrap failed:\n{result.output[-1500:]}")
+        for rel, line in zip(("etc/passwd", "etc/group"), _USER_LINES, strict=True):
+            with (root / rel).open("a", encoding="utf-8") as handle:
+                handle.write(line)
+        for rel in ("workspace", "opt/patchheal"):
+            (root / rel).mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(root / "var/cache/apt/archives", ignore_errors=True)
+        packed = proc.run(["tar", "-C", str(root), "-cf", str(tarball), "."], timeout=1800)
+        if not packed.passed:
+            raise ImageBuildError(f"packing the debootstrap root failed:\n{packed.output[-800:]}")
+    return "debootstrap"
+
+
+def host_runtime_rootfs(tarball: Path) -> list[str]:
+    """An almost empty root; returns the host paths to mount read-only at run time."""
+    mounts = ["/usr"]
+    links: dict[str, str] = {}
+    for top in ("bin", "sbin", "lib", "lib64", "lib32"):
+        host = Path("/") / top
+        if host.is_symlink():
+            links[top] = str(host.readlink()).lstrip("/")
+        elif host.is_dir():
+            mounts.append(str(host))
+    mounts += [p for p in ("/etc/ssl", "/etc/alternatives", "/etc/ld.so.cache") if Path(p).exists()]
+    files = {
+        "etc/passwd": "root:x:0:0:root:/root:/bin/sh\n" + _USER_LINES[0],
+        "etc/group": "root:x:0:\n" + _USER_LINES[1],
+        "etc/hosts": "127.0.0.1 localhost\n",
+    }
+    with tarfile.open(tarball, "w") as archive:
+        for rel in ("usr", "tmp", "workspace", "opt/patchheal", "etc", "proc", "sys", "dev"):
+            info = tarfile.TarInfo(rel)
+            info.type, info.mode = tarfile.DIRTYPE, 0o1777 if rel == "tmp" else 0o755
+            archive.addfile(info)
+        for rel in mounts:
+            if rel != "/usr" and Path(rel).is_dir():
+                info = tarfile.TarInfo(rel.lstrip("/"))
+                info.type, info.mode = tarfile.DIRTYPE, 0o755
+                archive.addfile(info)
+        for name, target in links.items():
+            info = tarfile.TarInfo(name)
+            info.type, info.linkname = tarfile.SYMTYPE, target
+            archive.addfile(info)
+        for rel, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(rel)
+            info.size, info.mode = len(data), 0o644
+            archive.addfile(info, io.BytesIO(data))
+    return mounts

@@ -1,0 +1,139 @@
+"""The sandbox every step container gets, in one place.
+
+Defaults: the worktree bind-mounted at a fixed path as the only writable host
+path, a read-only root filesystem with a tmpfs /tmp, no network but loopback,
+a non-root user, CPU/memory/PID limits, all capabilities dropped, no privilege
+escalation, and the deterministic environment with nothing inherited but the
+variables named for passthrough.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from patchheal.harness.base import DETERMINISTIC_ENV
+from patchheal.harness.config import HarnessDef
+from patchheal.harness.rootfs import SANDBOX_UID
+
+VENV = "/opt/patchheal/venv"
+NODE_DIR = "/opt/patchheal/node"
+BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+STEP_PATH = f"{VENV}/bin:{NODE_DIR}/node_modules/.bin:{BASE_PATH}"
+
+_UNITS = {"b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
+
+
+def size_bytes(text: str) -> int:
+    unit = text[-1].lower()
+    if unit in _UNITS:
+        return int(float(text[:-1]) * _UNITS[unit])
+    return int(float(text))
+
+
+def resolve_user(defn: HarnessDef, worktree: Path) -> str:
+    """'UID:GID' the step runs as: never root.
+
+    'auto' takes the worktree's owner so files the step writes stay the
+    owner's; when root owns the worktree, a fixed unprivileged uid is used and
+    the worktree is made writable for it (`make_writable`).
+    """
+    if defn.sandbox.user != "auto":
+        uid, _, gid = defn.sandbox.user.partition(":")
+        return f"{uid}:{gid or uid}"
+    info = worktree.stat()
+    if info.st_uid != 0:
+        return f"{info.st_uid}:{info.st_gid}"
+    return f"{SANDBOX_UID}:{SANDBOX_UID}"
+
+
+def make_writable(worktree: Path, user: str) -> None:
+    """Let `user` write in a worktree it does not own (group/other write bits).
+
+    Only needed when the host owner differs (a root-owned worktree). Git
+    tracks the executable bit only, so the mode change never shows in a diff,
+    and the worktree root stays private to its parent directory.
+    """
+    uid = int(user.split(":")[0])
+    if worktree.stat().st_uid == uid:
+        return
+    for root, dirs, files in os.walk(worktree):
+        if ".git" in dirs and Path(root) == worktree:
+            dirs.remove(".git")
+        _add_bits(Path(root), 0o777)
+        for name in files:
+            path = Path(root) / name
+            if not path.is_symlink():
+                _add_bits(path, 0o666)
+
+
+def _add_bits(path: Path, bits: int) -> None:
+    mode = path.lstat().st_mode
+    if stat.S_IMODE(mode) & bits != bits:
+        path.chmod(stat.S_IMODE(mode) | bits)
+
+
+def environment(
+    defn: HarnessDef, passthrough: Sequence[str], extra: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The deterministic environment, harness overrides, then named host variables."""
+    env = {
+        **DETERMINISTIC_ENV,
+        "HOME": "/tmp",
+        "PATH": STEP_PATH,
+        "VIRTUAL_ENV": VENV,
+        "PIP_NO_CACHE_DIR": "1",
+        "npm_config_cache": "/tmp/.npm",
+        "npm_config_update_notifier": "false",
+    }
+    env.update(defn.env)
+    for name in (*defn.env_passthrough, *passthrough):
+        if name in os.environ:
+            env[name] = os.environ[name]
+    env.update(extra or {})
+    return env
+
+
+def step_container_kwargs(
+    defn: HarnessDef,
+    *,
+    image: str,
+    command: str,
+    worktree: Path,
+    user: str,
+    env: Mapping[str, str],
+    labels: Mapping[str, str],
+    host_mounts: Sequence[str] = (),
+    network: str | None = None,
+) -> dict[str, Any]:
+    """Arguments for `containers.create` of a step container."""
+    from docker.types import Mount
+
+    box = defn.sandbox
+    memory = size_bytes(box.memory)
+    mounts = [Mount(target=box.workdir, source=str(worktree), type="bind", read_only=False)]
+    mounts += [Mount(target=p, source=p, type="bind", read_only=True) for p in host_mounts]
+    return {
+        "image": image,
+        "command": ["/bin/sh", "-c", command],
+        "labels": dict(labels),
+        "user": user,
+        "working_dir": box.workdir,
+        "environment": dict(env),
+        "network_mode": network or box.network,
+        "read_only": box.read_only,
+        "tmpfs": {"/tmp": f"rw,exec,nosuid,size={size_bytes(box.tmpfs_size)},mode=1777"},
+        "mounts": mounts,
+        "nano_cpus": int(box.cpus * 1e9),
+        "mem_limit": memory,
+        "memswap_limit": memory,
+        "pids_limit": box.pids,
+        "cap_drop": ["ALL"],
+        "security_opt": ["no-new-privileges"],
+        "init": True,
+        "stdin_open": False,
+        "tty": False,
+    }

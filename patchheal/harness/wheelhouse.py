@@ -1,0 +1,227 @@
+"""Resolve and download on the host, install in the container with no network.
+
+Setup commands run unchanged inside the container; `PIP_NO_INDEX` and
+`PIP_FIND_LINKS` point pip at a wheelhouse that the host filled with
+`pip download` for the container's Python version. Local projects
+(`pip install -e .[test]`) contribute their static `[project]` dependencies
+and build requirements, so the project itself is never built on the host.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import shutil
+import sys
+import tempfile
+import tomllib
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from patchheal import proc
+from patchheal.errors import HarnessError
+from patchheal.harness import containers, images
+from patchheal.harness.images import Say
+
+if TYPE_CHECKING:
+    from docker import DockerClient
+
+_PIP = re.compile(r"^(?:\S*/)?(?:pip3?(?:\.\d+)?|python3?(?:\.\d+)?\s+-m\s+pip)\s+install\s+(.*)$")
+_DROP_FLAG = {
+    "-U",
+    "--upgrade",
+    "--user",
+    "-q",
+    "--quiet",
+    "-v",
+    "--verbose",
+    "--force-reinstall",
+    "--no-cache-dir",
+    "--no-build-isolation",
+    "--break-system-packages",
+    "--no-index",
+    "--ignore-installed",
+    "-I",
+    "--compile",
+    "--no-compile",
+    "--no-warn-script-location",
+}
+_DROP_WITH_VALUE = {
+    "-t",
+    "--target",
+    "--prefix",
+    "--root",
+    "--upgrade-strategy",
+    "--progress-bar",
+    "--cache-dir",
+    "--src",
+}
+_KEEP_WITH_VALUE = {
+    "-r",
+    "--requirement",
+    "-c",
+    "--constraint",
+    "-i",
+    "--index-url",
+    "--extra-index-url",
+    "-f",
+    "--find-links",
+    "--trusted-host",
+}
+_DEFAULT_BUILD = ("setuptools>=40.8.0", "wheel")
+
+
+def pip_install_args(commands: Sequence[str]) -> list[list[str]]:
+    """The argument lists of every `pip install` among shell commands (split on && ; ||)."""
+    found: list[list[str]] = []
+    for command in commands:
+        for part in re.split(r"&&|\|\||;|\n", command):
+            match = _PIP.match(part.strip())
+            if match:
+                found.append(shlex.split(match.group(1)))
+    return found
+
+
+def download_args(args: Sequence[str], worktree: Path) -> list[str]:
+    """`pip install` arguments → `pip download` arguments, local projects expanded."""
+    out: list[str] = []
+    items = list(args)
+    while items:
+        arg = items.pop(0)
+        if arg in _DROP_FLAG:
+            continue
+        if arg in _DROP_WITH_VALUE:
+            items[:1] = []
+            continue
+        if arg in _KEEP_WITH_VALUE and items:
+            out += [arg, items.pop(0)]
+            continue
+        if arg in ("-e", "--editable") and items:
+            arg = items.pop(0)
+        if arg.startswith("-"):
+            out.append(arg)
+            continue
+        out += _expand_local(arg, worktree)
+    return out
+
+
+def _expand_local(arg: str, worktree: Path) -> list[str]:
+    """A local project's static requirements; anything else unchanged."""
+    match = re.match(r"^(\.{1,2}(?:/[^\[]*)?|/[^\[]*)(?:\[([^\]]*)\])?$", arg)
+    if not match:
+        return [arg]
+    project = (worktree / match.group(1)).resolve()
+    pyproject = project / "pyproject.toml"
+    if not pyproject.is_file():
+        return [str(project)]  # setup.py only: let pip build its metadata on the host
+    data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+    meta = data.get("project", {})
+    build = list(data.get("build-system", {}).get("requires", _DEFAULT_BUILD))
+    if not meta or "dependencies" in meta.get("dynamic", ()):
+        return [*build, str(project)]
+    extras = [e.strip() for e in (match.group(2) or "").split(",") if e.strip()]
+    reqs = list(meta.get("dependencies", ()))
+    for extra in extras:
+        reqs += meta.get("optional-dependencies", {}).get(extra, [])
+    return [*build, *reqs]
+
+
+def container_python(client: DockerClient, image: str) -> str:
+    """'3.11' for the image's python3, cached per image id."""
+    image_id = containers.call(client.images.get, image).id
+    cache = images.cache_dir() / "python-versions.json"
+    known = json.loads(cache.read_text()) if cache.is_file() else {}
+    if image_id in known:
+        return str(known[image_id])
+    with containers.created(
+        client,
+        name=f"patchheal-probe-{uuid.uuid4().hex[:12]}",
+        image=image,
+        command=["python3", "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+        labels=containers.owner_labels("probe", "probe"),
+        network_mode="none",
+        mounts=images.ro_binds(images.host_mounts(client, image)),
+    ) as container:
+        done = containers.run_to_completion(container, timeout=60, idle_timeout=60)
+    version = done.output.strip().splitlines()[-1] if done.output.strip() else ""
+    if done.exit_code != 0 or not re.fullmatch(r"\d+\.\d+", version):
+        raise HarnessError(f"image {image} has no usable python3: {done.output[-500:]}")
+    known[image_id] = version
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    tmp = cache.with_suffix(f".{uuid.uuid4().hex}.tmp")
+    tmp.write_text(json.dumps(known))
+    tmp.replace(cache)
+    return version
+
+
+def fill(
+    client: DockerClient, image: str, worktree: Path, commands: Sequence[str], say: Say
+) -> Path:
+    """Download what the pip commands need into the shared wheelhouse; returns its path."""
+    version = container_python(client, image)
+    house = images.cache_dir() / "wheelhouse" / f"cp{version.replace('.', '')}"
+    house.mkdir(parents=True, exist_ok=True)
+    wanted = [download_args(args, worktree) for args in pip_install_args(commands)]
+    wanted = [args for args in wanted if args]
+    if not wanted:
+        return house
+    host = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    target = (
+        []
+        if host == version
+        else [
+            "--python-version",
+            version,
+            "--implementation",
+            "cp",
+            "--only-binary=:all:",
+            "--platform",
+            "manylinux2014_x86_64",
+            "--platform",
+            f"manylinux_2_36_{_machine()}",
+        ]
+    )
+    with images.file_lock(f"wheelhouse-{house.name}"):
+        for args in wanted:
+            say(f"pip download on the host into {house}: {' '.join(args)}")
+            argv = [sys.executable, "-m", "pip", "download", "--dest", str(house), *target, *args]
+            result = proc.run(argv, cwd=worktree, timeout=1800)
+            if not result.passed:
+                raise HarnessError(
+                    f"pip download for the dependency wheelhouse failed:\n{result.output[-3000:]}"
+                )
+    return house
+
+
+def _machine() -> str:
+    import platform
+
+    return platform.machine()
+
+
+def fill_npm(worktree: Path, say: Say, *, offline: bool) -> Path:
+    """Fill the shared npm cache on the host from package.json (+ lockfile)."""
+    cache = images.cache_dir() / "npm-cache"
+    cache.mkdir(parents=True, exist_ok=True)
+    if not offline or not (worktree / "package.json").is_file():
+        return cache
+    npm = shutil.which("npm")
+    if npm is None:
+        raise HarnessError(
+            "the node harness installs dependencies offline from an npm cache filled on the host, "
+            "but npm is not installed here; install it or set [sandbox] setup_network = 'bridge'"
+        )
+    with tempfile.TemporaryDirectory(prefix="patchheal-npm-") as tmp, images.file_lock("npm"):
+        for name in ("package.json", "package-lock.json", "npm-shrinkwrap.json"):
+            if (worktree / name).is_file():
+                shutil.copy2(worktree / name, Path(tmp) / name)
+        verb = "ci" if (Path(tmp) / "package-lock.json").is_file() else "install"
+        say(f"npm {verb} on the host to fill {cache}")
+        argv = [npm, verb, "--ignore-scripts", "--no-audit", "--no-fund", "--cache", str(cache)]
+        result = proc.run(argv, cwd=tmp, timeout=1800)
+        if not result.passed:
+            raise HarnessError(f"npm {verb} on the host failed:\n{result.output[-3000:]}")
+    return cache
