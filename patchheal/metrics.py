@@ -38,6 +38,9 @@ class Metrics:
         self._address: tuple[str, int] | tuple[str, int, int, int] | None = None
         if not host:
             return
+        if not 0 < port < 65536:  # getaddrinfo would wrap it silently
+            log.warning("StatsD metrics disabled: port %s is out of range", port)
+            return
         try:
             family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_DGRAM)[0]
             sock = socket.socket(family, socket.SOCK_DGRAM)

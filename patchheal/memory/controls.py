@@ -11,7 +11,7 @@ from sqlalchemy import select
 
 from patchheal.errors import BadInput
 from patchheal.memory.db import StoreBase
-from patchheal.memory.tables import ControlRow, JobRow
+from patchheal.memory.tables import ControlRow
 
 CONTROL_COMMANDS = frozenset(
     {
@@ -48,9 +48,8 @@ class ControlMixin(StoreBase):
             issued_by=scrub(issued_by),
             issued_at=self._now(),
         )
+        # A job not started yet may be named: its first run reads the queue.
         with self._write() as session:
-            if session.get(JobRow, job_id) is None:
-                raise BadInput(f"unknown job {job_id!r}: no run of it is recorded in {self.url}")
             session.add(row)
             session.commit()
         assert row.id is not None

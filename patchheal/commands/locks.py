@@ -1,0 +1,50 @@
+"""`patchheal locks`: list job locks; reclaim those whose holder is gone."""
+
+from __future__ import annotations
+
+import click
+
+
+@click.command()
+@click.option("--apply", is_flag=True, help="reclaim (not just list) the stale locks")
+@click.option("--force", is_flag=True, help="include live locks: their runs lose the job")
+@click.option(
+    "--grace",
+    "grace_seconds",
+    default=60.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="seconds past its expiry before a lock from another host counts as stale",
+)
+@click.option(
+    "--db",
+    default="var/memory/attempts.sqlite3",
+    show_default=True,
+    help="attempt store: a SQLite path or any SQLAlchemy URL",
+)
+def locks(apply: bool, force: bool, grace_seconds: float, db: str) -> None:
+    """List job locks and what a reclaim would do; a dry run unless --apply.
+
+    A lock is stale when its holder is gone: on this host its pid no longer
+    runs; from another host, it expired more than --grace seconds ago. A
+    live lock is removed only with --apply --force. Every reclaim is audited.
+    """
+    from patchheal.memory.locks import describe
+    from patchheal.memory.store import AttemptStore
+
+    with AttemptStore(db) as store:
+        held = store.list_locks()
+        if not held:
+            click.echo("no locks")
+            return
+        for lock in held:
+            state, reason = store.lock_state(lock, grace_seconds=grace_seconds)
+            click.echo(f"{lock.job_id}: {state}: {describe(lock)}; {reason}")
+        chosen = store.reclaim_stale(apply=apply, force=force, grace_seconds=grace_seconds)
+    verb = "reclaimed" if apply else "would reclaim"
+    for lock, why in chosen:
+        click.echo(f"{verb} {lock.job_id} ({why})")
+    if not chosen:
+        click.echo("nothing to reclaim" + ("" if force else " (live locks need --force)"))
+    elif not apply:
+        click.echo("dry run: add --apply to reclaim")

@@ -1,0 +1,53 @@
+"""`patchheal store check|rebuild`: verify the attempt store, or rebuild it from event logs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+_DB_HELP = "attempt store: a SQLite path or any SQLAlchemy URL"
+
+
+@click.group()
+def store() -> None:
+    """Check the attempt store, or rebuild it from the runs' event logs."""
+
+
+@store.command()
+@click.option("--db", default="var/memory/attempts.sqlite3", show_default=True, help=_DB_HELP)
+def check(db: str) -> None:
+    """Run SQLite's integrity checks and the store's own invariants."""
+    from patchheal.errors import StoreIntegrityError
+    from patchheal.memory.store import AttemptStore
+
+    with AttemptStore(db) as attempts:
+        problems = attempts.integrity_check()
+        url = attempts.url
+    if problems:
+        raise StoreIntegrityError(f"{len(problems)} problems in {url}:\n  " + "\n  ".join(problems))
+    click.echo(f"ok: {url} is consistent")
+
+
+@store.command()
+@click.option("--apply", is_flag=True, help="replace the live store with the rebuilt one")
+@click.option(
+    "--runs",
+    "runs_dir",
+    default="var/runs",
+    show_default=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="folder holding <job-id>/events.jsonl",
+)
+@click.option("--db", default="var/memory/attempts.sqlite3", show_default=True, help=_DB_HELP)
+def rebuild(apply: bool, runs_dir: Path, db: str) -> None:
+    """Replay the event logs into a fresh store and show how it differs from the live one.
+
+    A dry run unless --apply, which swaps the rebuilt store in atomically
+    (SQLite only) and keeps the old file as a backup beside it.
+    """
+    from patchheal.memory.rebuild import rebuild as run_rebuild
+    from patchheal.memory.store import resolve_db_url
+
+    report = run_rebuild(runs_dir, resolve_db_url(db), apply=apply)
+    click.echo(report.render())
