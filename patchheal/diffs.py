@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from unidiff import PatchedFile, PatchSet
 
 DEV_NULL = "/dev/null"
-_TOKEN = re.compile(r"\w+|[^\w\s]+")
+_TOKEN = re.compile(r"\w+|[^\w\s]")
 _HUNK_HEADER = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@(.*)$")
 _INDEX_LINE = re.compile(r"^index [0-9a-f]+\.\.([0-9a-f]+)", re.MULTILINE)
 
@@ -213,17 +213,23 @@ def canonical_line(text: str) -> str:
     return " ".join(_TOKEN.findall(text))
 
 
-def _status(patched: PatchedFile) -> str:
+def file_status(patched: PatchedFile) -> str:
+    """ "added", "deleted", "renamed" or "modified", from the file's headers.
+
+    Not unidiff's own flags: it also calls a file emptied to zero lines "removed".
+    """
     source, target = (strip_prefix(p) for p in (patched.source_file, patched.target_file))
-    # From the headers only: unidiff also calls a file emptied to zero lines "removed".
     info = str(patched.patch_info)
     if source == DEV_NULL or "\nnew file mode " in info:
-        return f"added {target}"
+        return "added"
     if target == DEV_NULL or "\ndeleted file mode " in info:
-        return f"deleted {source}"
-    if source != target:
-        return f"renamed {source} -> {target}"
-    return f"modified {target}"
+        return "deleted"
+    return "renamed" if source != target else "modified"
+
+
+def _status(patched: PatchedFile) -> str:
+    paths = file_paths(patched)
+    return f"{file_status(patched)} {' -> '.join(paths)}"
 
 
 def _sort_key(patched: PatchedFile) -> tuple[str, str]:
