@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from patchheal.config import JobSpec
+from patchheal.config import JobSpec, PolicySpec
 from patchheal.errors import StepTimeout
 from patchheal.evidence import build_context
 from patchheal.models import Classification, Failure, FailureClass, Frame
+from patchheal.policy import check_candidate
 from patchheal.proposers.agent import AgentProposer
 from patchheal.proposers.base import ProposalRequest
 from patchheal.proposers.config import AgentConfig
@@ -180,3 +181,35 @@ def test_chatty_agent_hits_the_wall_timeout(job: JobSpec, repo: Path) -> None:
         agent.propose(_request(job, repo))
     assert "job ci-agent attempt 3" in str(info.value)
     assert "tick" in str(info.value)  # the output tail says what it was doing
+
+
+def test_the_plain_script_agent_of_the_docs_works(job: JobSpec, repo: Path, tmp_path: Path) -> None:
+    """The example in docs/proposers.md, run as written against a real context."""
+    docs = (Path(__file__).parents[1] / "docs" / "proposers.md").read_text()
+    section = docs.split("### A plain script", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    script = _script(tmp_path, "guard_division.py", code)
+    candidate = _agent(job, f"{sys.executable} {script} {{context}}").propose(_request(job, repo))
+    assert "+    return (total / len(values) if values else 0.0)" in candidate.diff
+    assert candidate.strategy == "add_guard"
+    assert candidate.rationale.startswith("guard division by an empty length (attempt 3)")
+
+
+def test_agent_edit_to_a_protected_path_is_refused_by_the_policy_gate(
+    job: JobSpec, repo: Path
+) -> None:
+    """Invariant: what an agent writes to CI config or tests reaches the gate and is refused."""
+
+    command = (
+        "mkdir -p .github/workflows && printf 'on: push\\n' > .github/workflows/ci.yml && "
+        "sed -i 's/assert True/pass/' tests/test_calc.py && echo edited"
+    )
+    candidate = _agent(job, command).propose(_request(job, repo))
+    assert "+++ b/.github/workflows/ci.yml" in candidate.diff
+    assert "tests/test_calc.py" in candidate.diff
+    decision = check_candidate(candidate.diff, PolicySpec())
+    assert not decision.allowed
+    assert decision.rule == "protected_path"
+    reasons = "\n".join(decision.reasons)
+    assert ".github/workflows/ci.yml is a protected path" in reasons
+    assert "tests/test_calc.py" in reasons  # the weakened assertion is refused too

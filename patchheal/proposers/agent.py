@@ -40,7 +40,6 @@ from patchheal.workspace import worktree_diff
 
 # Not secrets, and what CLIs need to start: a PATH, a HOME for their own config, a locale.
 BASE_ENV = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TZ")
-CONTEXT_TOKENS = 12000
 OUTPUT_CAP = 512 * 1024
 _TAIL_LINES = 8
 _TAIL_CHARS = 600
@@ -82,7 +81,7 @@ class AgentProposer:
         tmp = Path(tempfile.mkdtemp(prefix="patchheal-context-"))
         try:
             context_file = tmp / "context.md"
-            text = render_context(request.context, max_tokens=CONTEXT_TOKENS)
+            text = render_context(request.context, max_tokens=self.config.context_tokens)
             context_file.write_text(self._scrubber.scrub(text), encoding="utf-8")
             command = self.config.command.replace("{context}", shlex.quote(str(context_file)))
             result = proc.run(

@@ -143,7 +143,7 @@ class ChatClient:
             detail = ""
         detail = self._clean(" ".join(detail.split()))[:_BODY_SHOWN]
         message = f"{self._where()} answered HTTP {exc.code}" + (f": {detail}" if detail else "")
-        if exc.code in {408, 409, 425, 429} or exc.code >= 500:
+        if exc.code in {408, 429} or exc.code >= 500:
             error = TransientProposerError(message)
             error.retry_after = parse_retry_after(exc.headers.get("Retry-After"))  # type: ignore[attr-defined]
             return error

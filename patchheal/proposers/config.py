@@ -62,6 +62,7 @@ class AgentConfig(_ProposerConfig):
     idle_timeout_seconds: float = Field(300.0, gt=0, description="limit without any output")
     env: tuple[str, ...] = Field((), description="variables passed through by name")
     strategy: str = Field("agent", description="strategy tag recorded for its candidates")
+    context_tokens: int = Field(12000, gt=0, description="token budget of the context file")
 
 
 class ScriptedConfig(_ProposerConfig):
