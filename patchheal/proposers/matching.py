@@ -16,6 +16,8 @@ from patchheal.errors import PatchApplyError
 DEFAULT_THRESHOLD = 0.88
 # A runner-up this close to the best fuzzy window makes the match ambiguous.
 _AMBIGUITY_MARGIN = 0.03
+# Without a single shared line, a fuzzy scan of every window is done only up to this size.
+_FULL_SCAN_LINES = 2000
 
 
 class AmbiguousMatch(PatchApplyError):
@@ -101,26 +103,52 @@ def locate(
         i = hits[0]
         found = [line for line in lines[i : i + k]]
         return Match(offsets[i], offsets[i + k], "whitespace", _indent_map(wanted, found))
-    return _fuzzy(lines, offsets, wanted, threshold, label)
+    return _fuzzy(lines, normed, offsets, wanted, threshold, label)
+
+
+def _windows(normed: list[str], goal_lines: list[str]) -> list[tuple[int, int]]:
+    """(start, size) windows worth a character-level comparison, most promising first.
+
+    A window is ranked by how many of its lines appear verbatim (whitespace aside)
+    in SEARCH; only windows within half of the best overlap are compared, which
+    keeps a 5000-line file to milliseconds. When no line at all is shared, every
+    window is a candidate, but only in files small enough to scan.
+    """
+    k = len(goal_lines)
+    wanted = set(goal_lines)
+    shared = [0]
+    for line in normed:
+        shared.append(shared[-1] + (line in wanted and bool(line)))
+    # A model often drops or adds a line of context: try k-1 .. k+1 lines.
+    sizes = sorted({max(1, k - 1), k, k + 1})
+    windows = [(i, n) for n in sizes for i in range(len(normed) - n + 1)]
+    overlap = {w: shared[w[0] + w[1]] - shared[w[0]] for w in windows}
+    best = max(overlap.values(), default=0)
+    if best == 0:
+        return windows if len(normed) <= _FULL_SCAN_LINES else []
+    return [w for w in windows if overlap[w] * 2 >= best]
 
 
 def _fuzzy(
-    lines: list[str], offsets: list[int], wanted: list[str], threshold: float, label: str
+    lines: list[str],
+    normed: list[str],
+    offsets: list[int],
+    wanted: list[str],
+    threshold: float,
+    label: str,
 ) -> Match:
-    goal = "\n".join(_norm(line) for line in wanted)
+    goal_lines = [_norm(line) for line in wanted]
     matcher = difflib.SequenceMatcher(autojunk=False)
-    matcher.set_seq2(goal)
+    matcher.set_seq2("\n".join(goal_lines))
     scored: list[tuple[float, int, int]] = []
     k = len(wanted)
-    # A model often drops or adds a line of context: try k-1 .. k+1 lines.
-    for size in sorted({max(1, k - 1), k, k + 1}):
-        for i in range(len(lines) - size + 1):
-            matcher.set_seq1("\n".join(_norm(line) for line in lines[i : i + size]))
-            if matcher.real_quick_ratio() < threshold or matcher.quick_ratio() < threshold:
-                continue
-            score = matcher.ratio()
-            if score >= threshold:
-                scored.append((score, i, size))
+    for i, size in _windows(normed, goal_lines):
+        matcher.set_seq1("\n".join(normed[i : i + size]))
+        if matcher.real_quick_ratio() < threshold or matcher.quick_ratio() < threshold:
+            continue
+        score = matcher.ratio()
+        if score >= threshold:
+            scored.append((score, i, size))
     if not scored:
         raise NoMatch(
             f"SEARCH text not found{label} (no window reaches {threshold:.0%} similarity)"
