@@ -5,8 +5,8 @@ bounded file map, the job's constraints, the earlier attempts on the same
 fingerprint (the avoid-list) and memory hints; every string in it is
 scrubbed. The amount of code shown grows with the escalation level, which
 follows from the earlier attempts: first → more_context → different_approach
-→ widen. `render_context` (render.py's job, re-exported here) turns it into
-compact markdown within a token budget.
+→ widen. `render_context` (from evidence_render.py, re-exported here) turns it
+into compact markdown within a token budget.
 """
 
 from __future__ import annotations

@@ -60,7 +60,7 @@ def estimate_tokens(text: str) -> int:
         elif kind == "punct":
             total += math.ceil(n * 0.4)  # `):`, `==`, `->` merge
         elif kind == "other":
-            total += n  # CJK, accents, control bytes: about one token per character
+            total += n  # CJK and accented letters: about one token per character
         elif "\n" in match.group():
             total += 0.5  # a newline merges with the indentation that follows
         # Runs of spaces alone are absorbed into the next word's token.

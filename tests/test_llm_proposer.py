@@ -289,3 +289,16 @@ def test_missing_api_key_variable_is_a_clear_error(
     monkeypatch.delenv("LLM_KEY")
     with pytest.raises(ProposerError, match="environment variable LLM_KEY is not set"):
         _proposer(job, "http://127.0.0.1:9/v1", [])
+
+
+def test_a_base_url_without_scheme_is_a_spec_error(tmp_path: Path) -> None:
+    from patchheal.config import build_spec
+    from patchheal.errors import SpecError
+
+    data = {
+        "job": {"id": "x"},
+        "steps": [{"name": "s", "command": "true"}],
+        "proposer": {"kind": "llm", "base_url": "127.0.0.1:8000/v1", "model": "m"},
+    }
+    with pytest.raises(SpecError, match=r"proposer\.llm\.base_url: .*must start with http://"):
+        build_spec(data, source="job.toml", base_dir=tmp_path)

@@ -9,7 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+_EXAMPLE_URL = "http://127.0.0.1:8000/v1"
 
 
 class _ProposerConfig(BaseModel):
@@ -49,6 +51,15 @@ class LLMConfig(_ProposerConfig):
     timeout_seconds: float = Field(120.0, gt=0, description="per request")
     retry_attempts: int = Field(3, ge=1, description="tries per request on transient faults")
     context_tokens: int = Field(6000, gt=0, description="token budget of the retry context")
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError(
+                f"must start with http:// or https:// (e.g. {_EXAMPLE_URL}), got {value!r}"
+            )
+        return value.rstrip("/")
 
 
 class AgentConfig(_ProposerConfig):
