@@ -11,6 +11,7 @@ import logging
 import re
 import socket
 from collections.abc import Callable, Mapping
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +36,7 @@ class Metrics:
     def __init__(self, host: str | None = None, port: int = 8125, *, prefix: str = "") -> None:
         self.prefix = f"{prefix.rstrip('.')}." if prefix else ""
         self._sock: socket.socket | None = None
-        self._address: tuple[str, int] | tuple[str, int, int, int] | None = None
+        self._address: Any = None  # an (host, port[, flow, scope]) tuple from getaddrinfo
         if not host:
             return
         if not 0 < port < 65536:  # getaddrinfo would wrap it silently

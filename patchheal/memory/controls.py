@@ -8,6 +8,7 @@ and every row keeps who issued it and when, for the audit trail.
 from __future__ import annotations
 
 from sqlalchemy import select
+from sqlmodel import col
 
 from patchheal.errors import BadInput
 from patchheal.memory.db import StoreBase
@@ -59,15 +60,17 @@ class ControlMixin(StoreBase):
         """Commands not yet finished, oldest first."""
         query = (
             select(ControlRow)
-            .where(ControlRow.job_id == job_id, ControlRow.status == "pending")
-            .order_by(ControlRow.id)  # type: ignore[arg-type]
+            .where(col(ControlRow.job_id) == job_id, col(ControlRow.status) == "pending")
+            .order_by(col(ControlRow.id))
         )
         with self._read() as session:
             return list(session.execute(query).scalars())
 
     def controls(self, job_id: str) -> list[ControlRow]:
         """Every command issued for the job, finished or not, oldest first."""
-        query = select(ControlRow).where(ControlRow.job_id == job_id).order_by(ControlRow.id)  # type: ignore[arg-type]
+        query = (
+            select(ControlRow).where(col(ControlRow.job_id) == job_id).order_by(col(ControlRow.id))
+        )
         with self._read() as session:
             return list(session.execute(query).scalars())
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Literal
 
 from sqlalchemy import delete, select
+from sqlmodel import col
 
 from patchheal.errors import LockHeld
 from patchheal.memory.db import StoreBase
@@ -150,8 +151,8 @@ class LockMixin(StoreBase):
             session.add(lock)
             session.execute(
                 delete(ClaimRow).where(
-                    ClaimRow.job_id == job_id,
-                    ClaimRow.attempt_id.is_(None),  # type: ignore[union-attr]
+                    col(ClaimRow.job_id) == job_id,
+                    col(ClaimRow.attempt_id).is_(None),
                 )
             )
             session.commit()
@@ -174,21 +175,21 @@ class LockMixin(StoreBase):
         with self._write() as session:
             session.execute(
                 delete(LockRow).where(
-                    LockRow.job_id == job_id,
-                    LockRow.pid == os.getpid(),
-                    LockRow.host == this_host(),
+                    col(LockRow.job_id) == job_id,
+                    col(LockRow.pid) == os.getpid(),
+                    col(LockRow.host) == this_host(),
                 )
             )
             session.commit()
 
     def list_locks(self) -> list[LockRow]:
         with self._read() as session:
-            return list(session.execute(select(LockRow).order_by(LockRow.job_id)).scalars())
+            return list(session.execute(select(LockRow).order_by(col(LockRow.job_id))).scalars())
 
     def lock_audit(self, job_id: str | None = None) -> list[LockAuditRow]:
-        query = select(LockAuditRow).order_by(LockAuditRow.id)  # type: ignore[arg-type]
+        query = select(LockAuditRow).order_by(col(LockAuditRow.id))
         if job_id is not None:
-            query = query.where(LockAuditRow.job_id == job_id)
+            query = query.where(col(LockAuditRow.job_id) == job_id)
         with self._read() as session:
             return list(session.execute(query).scalars())
 

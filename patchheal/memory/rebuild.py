@@ -17,6 +17,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import select
+from sqlmodel import col
 
 from patchheal.errors import BadInput
 from patchheal.memory.db import resolve_db_url, sqlite_path
@@ -89,7 +90,7 @@ def _replay(store: AttemptStore, actions: list[Action]) -> None:
 
 
 def _claims(store: AttemptStore) -> set[tuple[str, str]]:
-    query = select(ClaimRow.fingerprint, ClaimRow.normalized_diff_hash)
+    query = select(col(ClaimRow.fingerprint), col(ClaimRow.normalized_diff_hash))
     with store._read() as session:
         return {(fp, ndh) for fp, ndh in session.execute(query).all()}
 

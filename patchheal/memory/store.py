@@ -14,6 +14,7 @@ from typing import Any
 
 from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.exc import IntegrityError
+from sqlmodel import col
 
 from patchheal.errors import BadInput
 from patchheal.memory.controls import ControlMixin
@@ -62,9 +63,9 @@ class AttemptStore(LockMixin, ControlMixin):
             # prepared statement per connection, so a lookup is one index probe.
             self._raw = self._engine.raw_connection()
             self._fast = self._raw.driver_connection
-        self._claim_stmt = select(ClaimRow.attempt_id).where(
-            ClaimRow.fingerprint == bindparam("fp"),
-            ClaimRow.normalized_diff_hash == bindparam("ndh"),
+        self._claim_stmt = select(col(ClaimRow.attempt_id)).where(
+            col(ClaimRow.fingerprint) == bindparam("fp"),
+            col(ClaimRow.normalized_diff_hash) == bindparam("ndh"),
         )
 
     def close(self) -> None:
@@ -101,7 +102,7 @@ class AttemptStore(LockMixin, ControlMixin):
 
     def jobs(self) -> list[JobRow]:
         with self._read() as session:
-            return list(session.exec(select(JobRow).order_by(JobRow.id)).scalars())  # type: ignore[call-overload]
+            return list(session.execute(select(JobRow).order_by(col(JobRow.id))).scalars())
 
     # -- failures -------------------------------------------------------------
 
@@ -123,7 +124,9 @@ class AttemptStore(LockMixin, ControlMixin):
         self._insert(row, job_id)
 
     def failures(self, job_id: str) -> list[StoredFailure]:
-        query = select(FailureRow).where(FailureRow.job_id == job_id).order_by(FailureRow.id)
+        query = (
+            select(FailureRow).where(col(FailureRow.job_id) == job_id).order_by(col(FailureRow.id))
+        )
         with self._read() as session:
             return [stored_failure(r) for r in session.execute(query).scalars()]
 
@@ -176,8 +179,8 @@ class AttemptStore(LockMixin, ControlMixin):
         with self._write() as session:
             claim = session.execute(
                 select(ClaimRow).where(
-                    ClaimRow.fingerprint == fingerprint,
-                    ClaimRow.normalized_diff_hash == normalized_diff_hash,
+                    col(ClaimRow.fingerprint) == fingerprint,
+                    col(ClaimRow.normalized_diff_hash) == normalized_diff_hash,
                 )
             ).scalar_one_or_none()
             if claim is None:
@@ -208,10 +211,10 @@ class AttemptStore(LockMixin, ControlMixin):
                     session.execute(
                         update(ClaimRow)
                         .where(
-                            ClaimRow.fingerprint == record.fingerprint,
-                            ClaimRow.normalized_diff_hash == record.normalized_diff_hash,
-                            ClaimRow.job_id == record.job_id,
-                            ClaimRow.attempt_id.is_(None),  # type: ignore[union-attr]
+                            col(ClaimRow.fingerprint) == record.fingerprint,
+                            col(ClaimRow.normalized_diff_hash) == record.normalized_diff_hash,
+                            col(ClaimRow.job_id) == record.job_id,
+                            col(ClaimRow.attempt_id).is_(None),
                         )
                         .values(attempt_id=row.id)
                     )
@@ -235,13 +238,13 @@ class AttemptStore(LockMixin, ControlMixin):
         fingerprint: str | None = None,
         step_index: int | None = None,
     ) -> list[StoredAttempt]:
-        query = select(AttemptRow).order_by(AttemptRow.id)  # type: ignore[arg-type]
+        query = select(AttemptRow).order_by(col(AttemptRow.id))
         if job_id is not None:
-            query = query.where(AttemptRow.job_id == job_id)
+            query = query.where(col(AttemptRow.job_id) == job_id)
         if fingerprint is not None:
-            query = query.where(AttemptRow.fingerprint == fingerprint)
+            query = query.where(col(AttemptRow.fingerprint) == fingerprint)
         if step_index is not None:
-            query = query.where(AttemptRow.step_index == step_index)
+            query = query.where(col(AttemptRow.step_index) == step_index)
         with self._read() as session:
             return [stored_attempt(r) for r in session.execute(query).scalars()]
 
@@ -249,8 +252,11 @@ class AttemptStore(LockMixin, ControlMixin):
         """Fixes verified for this fingerprint, newest first, one per normalized patch."""
         query = (
             select(AttemptRow)
-            .where(AttemptRow.fingerprint == fingerprint, AttemptRow.outcome == Outcome.FIXED.value)
-            .order_by(AttemptRow.id.desc())  # type: ignore[union-attr]
+            .where(
+                col(AttemptRow.fingerprint) == fingerprint,
+                col(AttemptRow.outcome) == Outcome.FIXED.value,
+            )
+            .order_by(col(AttemptRow.id).desc())
         )
         found: dict[str, StoredAttempt] = {}
         with self._read() as session:
@@ -276,10 +282,10 @@ class AttemptStore(LockMixin, ControlMixin):
             return []
         excluded = {failure.fingerprint, exclude_fingerprint}
         fixed = (
-            select(AttemptRow.fingerprint, func.max(AttemptRow.id))
-            .where(AttemptRow.outcome == Outcome.FIXED.value)
-            .group_by(AttemptRow.fingerprint)
-            .order_by(func.max(AttemptRow.id).desc())
+            select(col(AttemptRow.fingerprint), func.max(col(AttemptRow.id)))
+            .where(col(AttemptRow.outcome) == Outcome.FIXED.value)
+            .group_by(col(AttemptRow.fingerprint))
+            .order_by(func.max(col(AttemptRow.id)).desc())
             .limit(_SIMILAR_SCAN)
         )
         scored: list[Hint] = []
@@ -289,8 +295,8 @@ class AttemptStore(LockMixin, ControlMixin):
                     continue
                 seen = session.execute(
                     select(FailureRow)
-                    .where(FailureRow.fingerprint == fingerprint)
-                    .order_by(FailureRow.id.desc())  # type: ignore[union-attr]
+                    .where(col(FailureRow.fingerprint) == fingerprint)
+                    .order_by(col(FailureRow.id).desc())
                     .limit(1)
                 ).scalar_one_or_none()
                 if seen is None:
