@@ -43,6 +43,7 @@ _MAX_DIFF_CHARS = 12000
 _MAX_HINTS = 3
 _MAX_HINT_CHARS = 3000
 _MAX_REASON_CHARS = 300
+_MAX_PRIORS = 15
 _ESCALATION = ("first", "more_context", "different_approach", "widen")
 
 __all__ = ["build_context", "escalation_for", "exhausted_buckets", "render_context"]
@@ -75,6 +76,22 @@ def _clip(text: str, limit: int) -> str:
     head = limit // 3
     tail = limit - head
     return f"{text[:head]}\n[... {len(text) - limit} characters elided ...]\n{text[-tail:]}"
+
+
+def _distinct_recent(prior: Sequence[AttemptRecord]) -> list[AttemptRecord]:
+    """The latest record of each distinct diff, at most `_MAX_PRIORS`, oldest first.
+
+    Across runs the same diff comes back as `rejected_repeat` again and again; the
+    avoid-list names it once, so it stays short however long the memory grows.
+    """
+    seen: set[str] = set()
+    kept: list[AttemptRecord] = []
+    for a in reversed(prior):
+        key = a.normalized_diff_hash or a.diff_hash or f"#{a.job_id}/{a.attempt_number}"
+        if key not in seen:
+            seen.add(key)
+            kept.append(a)
+    return list(reversed(kept[:_MAX_PRIORS]))
 
 
 def tracked_files(worktree: Path) -> list[str]:
@@ -221,7 +238,7 @@ def build_context(
             reason=_clip(clean(" ".join(a.reason.split())), _MAX_REASON_CHARS),
             label=clean(a.label),
         )
-        for a in same
+        for a in _distinct_recent(same)
     )
     kept_hints = tuple(
         h.model_copy(

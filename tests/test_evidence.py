@@ -304,3 +304,33 @@ def test_render_cuts_the_summary_only_as_a_last_resort(repo: Path) -> None:
     assert "failure summary" in text  # said to be trimmed
     assert text.count("ZeroDivisionError: division by zero") == 1  # the tail is kept
     assert "| 1 | add_guard |" in text
+
+
+def test_avoid_list_names_each_diff_once_and_stays_bounded(repo: Path) -> None:
+    repeated = [
+        _attempt(n, "add_guard", ("src/calc.py",)).model_copy(update={"diff_hash": "ab" * 32})
+        for n in range(1, 6)
+    ]
+    many = [_attempt(n, f"s{n}", ("src/calc.py",)) for n in range(10, 40)]
+    ctx = build_context(
+        job=_job(repo),
+        step_index=0,
+        failure=_failure(),
+        classification=CODE_BUG,
+        worktree=repo,
+        prior=repeated + many,
+        hints=[],
+    )
+    assert len(ctx.prior_attempts) == 15
+    assert ctx.prior_attempts[-1].attempt_number == 39  # the most recent are kept
+    small = build_context(
+        job=_job(repo),
+        step_index=0,
+        failure=_failure(),
+        classification=CODE_BUG,
+        worktree=repo,
+        prior=repeated,
+        hints=[],
+    )
+    assert [p.attempt_number for p in small.prior_attempts] == [5]
+    assert small.exhausted_buckets == ("add_guard: src/calc.py",)  # counted over all of them
