@@ -246,7 +246,9 @@ class ComposeHarness:
                 logs = container.logs(tail=40).decode("utf-8", "replace")
                 raise HarnessError(f"service {service.name!r} exited before the step:\n{logs}")
             if health == "unhealthy":
-                raise HarnessError(f"service {service.name!r} is unhealthy")
+                checks = (state.get("Health") or {}).get("Log") or [{}]
+                last = str(checks[-1].get("Output", "")).strip()[-500:]
+                raise HarnessError(f"service {service.name!r} is unhealthy: {last}")
             if state.get("Running") and (service.healthcheck is None or health == "healthy"):
                 return
             if time.monotonic() > deadline:

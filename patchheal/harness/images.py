@@ -21,7 +21,6 @@ import fcntl
 import hashlib
 import json
 import os
-import shutil
 import socket
 import tempfile
 import threading
@@ -30,8 +29,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from patchheal import proc
-from patchheal.errors import HarnessError, ImageBuildError
+from patchheal.errors import ImageBuildError
 from patchheal.harness import containers, rootfs
 from patchheal.harness.config import HarnessDef
 
@@ -190,12 +188,7 @@ def _base_image(
     packages = spec.packages or _default_packages(defn)
     with tempfile.TemporaryDirectory(prefix="patchheal-rootfs-") as tmp:
         tarball = Path(tmp) / "rootfs.tar"
-        try:
-            source = rootfs.debian_rootfs(tarball, spec.suite, spec.mirror, packages, say)
-            mounts: list[str] = []
-        except ImageBuildError as exc:
-            say(f"no Debian root filesystem ({exc}); falling back to the host runtime")
-            source, mounts = "host-runtime", rootfs.host_runtime_rootfs(tarball)
+        source, mounts = rootfs.build(tarball, spec.suite, spec.mirror, packages, say)
         say(f"importing the {source} root filesystem as {scratch}")
         changes = [
             "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -291,24 +284,7 @@ def _build_dockerfile(client: DockerClient, defn: HarnessDef, base: str, tag: st
     return tag
 
 
-def which_or_install(tool: str, package: str, say: Say) -> str | None:
-    """The path of `tool`, installing its Debian package first when we are root."""
-    found = shutil.which(tool)
-    if found or os.geteuid() != 0 or shutil.which("apt-get") is None:
-        return found
-    say(f"{tool} is missing; installing the Debian package {package} with apt-get")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    result = proc.run(["apt-get", "install", "-y", "-q", package], env=env, timeout=600)
-    if not result.passed:
-        proc.run(["apt-get", "update", "-q"], env=env, timeout=600)
-        result = proc.run(["apt-get", "install", "-y", "-q", package], env=env, timeout=600)
-    if not result.passed:
-        say(f"apt-get install {package} failed:\n{result.output[-1000:]}")
-    return shutil.which(tool)
-
-
 __all__ = [
-    "HarnessError",
     "cache_dir",
     "ensure_image",
     "file_lock",

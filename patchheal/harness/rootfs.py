@@ -41,8 +41,6 @@ _HOOK = (
 
 def debian_rootfs(tarball: Path, suite: str, mirror: str, packages: Sequence[str], say: Say) -> str:
     """Write a Debian root filesystem tarball; returns the tool that made it."""
-    from patchheal.harness.images import which_or_install
-
     started = time.monotonic()
     mmdebstrap = which_or_install("mmdebstrap", "mmdebstrap", say)
     if mmdebstrap is not None:
@@ -67,8 +65,6 @@ def debian_rootfs(tarball: Path, suite: str, mirror: str, packages: Sequence[str
 
 
 def _debootstrap(tarball: Path, suite: str, mirror: str, packages: Sequence[str], say: Say) -> str:
-    from patchheal.harness.images import which_or_install
-
     if os.geteuid() != 0:
         raise ImageBuildError("debootstrap needs root and mmdebstrap is not usable")
     debootstrap = which_or_install("debootstrap", "debootstrap", say)
@@ -129,3 +125,41 @@ def host_runtime_rootfs(tarball: Path) -> list[str]:
             info.size, info.mode = len(data), 0o644
             archive.addfile(info, io.BytesIO(data))
     return mounts
+
+
+def build(
+    tarball: Path, suite: str, mirror: str, packages: tuple[str, ...], say: Say
+) -> tuple[str, list[str]]:
+    """Try the offline builders in order: $PATCHHEAL_IMAGE_BUILDERS, default
+    'debian,host-runtime'; returns the builder that worked and the host mounts it needs."""
+    builders = os.environ.get("PATCHHEAL_IMAGE_BUILDERS", "debian,host-runtime").split(",")
+    errors: list[str] = []
+    for builder in (b.strip() for b in builders):
+        if builder == "debian":
+            try:
+                return debian_rootfs(tarball, suite, mirror, packages, say), []
+            except ImageBuildError as exc:
+                errors.append(str(exc))
+                say(f"no Debian root filesystem ({exc})")
+        elif builder == "host-runtime":
+            say("building a host-runtime image: the host's /usr mounted read-only at run time")
+            return "host-runtime", host_runtime_rootfs(tarball)
+        else:
+            raise ImageBuildError(f"PATCHHEAL_IMAGE_BUILDERS: unknown builder {builder!r}")
+    raise ImageBuildError("no offline image builder worked: " + "; ".join(errors))
+
+
+def which_or_install(tool: str, package: str, say: Say) -> str | None:
+    """The path of `tool`, installing its Debian package first when we are root."""
+    found = shutil.which(tool)
+    if found or os.geteuid() != 0 or shutil.which("apt-get") is None:
+        return found
+    say(f"{tool} is missing; installing the Debian package {package} with apt-get")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    result = proc.run(["apt-get", "install", "-y", "-q", package], env=env, timeout=600)
+    if not result.passed:
+        proc.run(["apt-get", "update", "-q"], env=env, timeout=600)
+        result = proc.run(["apt-get", "install", "-y", "-q", package], env=env, timeout=600)
+    if not result.passed:
+        say(f"apt-get install {package} failed:\n{result.output[-1000:]}")
+    return shutil.which(tool)

@@ -1,0 +1,55 @@
+"""Helpers shared by the Docker harness tests (not a conftest: imported explicitly).
+
+The python harness image is built once per session (and cached by the engine
+across sessions, content-addressed), so the Docker tests share it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from patchheal.harness import containers, images
+from patchheal.harness.config import HarnessDef
+from patchheal.harness.registry import load_harness
+
+
+@pytest.fixture(scope="session")
+def engine(require_docker: None) -> Any:
+    client = containers.engine()
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def python_def() -> HarnessDef:
+    return load_harness("python")
+
+
+@pytest.fixture(scope="session")
+def python_image(engine: Any, python_def: HarnessDef) -> str:
+    """The bundled python harness image, built offline if the engine lacks it."""
+    return images.ensure_image(engine, python_def)
+
+
+def labelled(engine: Any, job_id: str) -> dict[str, list[str]]:
+    """Containers, networks and volumes of a job that still exist."""
+    flt = {"label": f"{containers.LABEL_JOB}={job_id}"}
+    return {
+        "containers": [c.name for c in engine.containers.list(all=True, filters=flt)],
+        "networks": [n.name for n in engine.networks.list(filters=flt)],
+        "volumes": [v.name for v in engine.volumes.list(filters=flt)],
+    }
+
+
+def python_project(make_repo: Any, extra: dict[str, str] | None = None) -> Path:
+    """A tiny Python project with a pytest suite, as a real git repository."""
+    files = {
+        "pyproject.toml": '[project]\nname = "tiny"\nversion = "0.1"\n',
+        "tiny.py": "def double(x):\n    return 2 * x\n",
+        "tests/test_tiny.py": "from tiny import double\n\ndef test_double():\n"
+        "    assert double(2) == 4\n",
+    }
+    return make_repo({**files, **(extra or {})})

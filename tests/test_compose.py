@@ -1,0 +1,135 @@
+"""The compose harness: services on a private network, the step beside them, all torn down."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness_support import engine, labelled, python_def, python_image
+
+from patchheal.errors import SpecError
+from patchheal.harness import composefile
+from patchheal.harness.compose import ComposeHarness
+from patchheal.harness.registry import load_harness
+
+__all__ = ["engine", "python_def", "python_image"]
+
+COMPOSE = """\
+services:
+  web:
+    x-patchheal-harness: python
+    command: ["python3", "-m", "http.server", "8000", "--directory", "/srv"]
+    working_dir: /srv
+    tmpfs: ["/srv"]
+    healthcheck:
+      test: ["CMD", "python3", "-c", "import socket as s; s.create_connection(('127.0.0.1', 8000))"]
+      interval: 200ms
+      retries: 50
+  step:
+    depends_on: [web]
+    environment:
+      WEB_URL: http://web:8000/
+"""
+
+STEP = (
+    'python3 -c "import os, urllib.request; '
+    "r = urllib.request.urlopen(os.environ['WEB_URL'], timeout=5); "
+    "print('status', r.status)\""
+)
+
+
+@pytest.fixture(autouse=True)
+def _shared_cache(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    monkeypatch.setenv("PATCHHEAL_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "ph-cache"))
+
+
+@pytest.mark.docker
+def test_step_talks_to_a_service_and_both_are_torn_down(
+    engine: Any, python_image: str, tmp_path: Path
+) -> None:
+    tree = tmp_path / "wt"
+    tree.mkdir()
+    (tree / "compose.yaml").write_text(COMPOSE)
+    job_id = f"compose-{os.getpid()}"
+    harness = ComposeHarness(load_harness("compose"), job_id=job_id)
+    seen: list[dict[str, Any]] = []
+
+    def inspect_while_running(_chunk: bytes) -> None:
+        seen.extend(
+            n.attrs for n in engine.networks.list(filters={"label": f"patchheal.job={job_id}"})
+        )
+        seen.append({"containers": labelled(engine, job_id)["containers"]})
+
+    try:
+        harness.prepare(tree)
+        result = harness.run(
+            STEP, tree, timeout=120, idle_timeout=60, on_output=inspect_while_running
+        )
+    finally:
+        harness.close()
+    assert "status 200" in result.output, result.output
+    assert result.harness == "docker:compose"
+    # While the step ran: both services up, on one private network with no way out.
+    networks = [n for n in seen if "Internal" in n]
+    assert networks
+    assert all(n["Internal"] for n in networks)
+    assert len(next(n for n in seen if "containers" in n)["containers"]) == 2
+    assert labelled(engine, job_id) == {"containers": [], "networks": [], "volumes": []}
+
+
+@pytest.mark.docker
+def test_a_service_that_exits_fails_clearly_and_cleans_up(
+    engine: Any, python_image: str, tmp_path: Path
+) -> None:
+    from patchheal.errors import HarnessError
+
+    tree = tmp_path / "wt"
+    tree.mkdir()
+    (tree / "compose.yaml").write_text(
+        "services:\n  db:\n    x-patchheal-harness: python\n"
+        "    command: sh -c 'echo db broke; sleep 1; exit 3'\n    volumes: [data:/data]\n"
+        "    healthcheck: {test: 'test -f /data/ready', interval: 100ms}\n"
+    )
+    job_id = f"compose-bad-{os.getpid()}"
+    harness = ComposeHarness(load_harness("compose"), job_id=job_id)
+    try:
+        with pytest.raises(HarnessError, match="db broke"):
+            harness.run("true", tree, timeout=60, idle_timeout=60)
+    finally:
+        harness.close()
+    assert labelled(engine, job_id) == {"containers": [], "networks": [], "volumes": []}
+
+
+def test_compose_subset_parses_order_and_durations(tmp_path: Path) -> None:
+    path = tmp_path / "compose.yaml"
+    path.write_text(COMPOSE)
+    services = composefile.load(path)
+    assert list(services) == ["web", "step"]
+    assert services["web"].healthcheck is not None
+    assert services["web"].healthcheck["interval"] == 200_000_000
+    assert services["step"].environment == {"WEB_URL": "http://web:8000/"}
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("services:\n  a:\n    build: .\n", "build is not supported"),
+        ("services:\n  a:\n    volumes: ['./x:/y']\n", "only named volumes"),
+        ("services:\n  a:\n    depends_on: [b]\n", "unknown service 'b'"),
+        ("services:\n  a:\n    depends_on: [b]\n  b:\n    depends_on: [a]\n", "cycle"),
+        ("services:\n  a:\n    privileged: true\n", "unsupported keys"),
+        ("version: '3'\n", "no `services`"),
+        ("services:\n  a:\n    healthcheck: {test: x, interval: soon}\n", "not a duration"),
+    ],
+)
+def test_compose_subset_refuses_what_it_cannot_sandbox(
+    tmp_path: Path, body: str, message: str
+) -> None:
+    path = tmp_path / "compose.yaml"
+    path.write_text(body)
+    with pytest.raises(SpecError, match=message):
+        composefile.load(path)

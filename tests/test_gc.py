@@ -1,0 +1,136 @@
+"""`patchheal gc` after a real patchheal process is SIGKILLed mid-attempt."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness_support import engine, labelled, python_def, python_image, python_project
+
+from patchheal.harness import containers
+from patchheal.workspace import worktree_root
+
+__all__ = ["engine", "python_def", "python_image"]
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+
+@pytest.fixture(autouse=True)
+def _shared_cache(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    monkeypatch.setenv("PATCHHEAL_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "ph-cache"))
+
+
+def patchheal(*args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "patchheal", *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        **kw,
+    )
+
+
+def wait_for_container(client: Any, job_id: str, proc: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + 150
+    flt = {"label": f"{containers.LABEL_JOB}={job_id}", "status": "running"}
+    while time.monotonic() < deadline:
+        running = [
+            c
+            for c in client.containers.list(filters=flt)
+            if c.labels.get(containers.LABEL_PURPOSE, "").startswith("run")
+        ]
+        if running:
+            return
+        if proc.poll() is not None:
+            output = proc.stdout.read() if proc.stdout else ""
+            pytest.fail(f"patchheal exited early ({proc.returncode}): {output}")
+        time.sleep(0.2)
+    pytest.fail("the step container never started")
+
+
+def kill9(proc: subprocess.Popen[str]) -> None:
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+
+
+def test_gc_removes_the_container_and_worktree_of_a_killed_harness_run(
+    engine: Any, python_image: str, make_repo: Any
+) -> None:
+    """Invariant: after kill -9 mid-attempt, gc leaves no container or worktree of that run."""
+    repo = python_project(make_repo)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "patchheal", "harness", "run", "python", "--repo", str(repo),
+         "--", "sh", "-c", "echo started; sleep 120"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    job_id = f"harness-run-{proc.pid}"
+    wait_for_container(engine, job_id, proc)
+    kill9(proc)
+    workspace = worktree_root() / job_id
+    # The kill really left orphans behind: otherwise this test could not fail.
+    assert labelled(engine, job_id)["containers"]
+    assert workspace.is_dir()
+
+    dry = patchheal("gc", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert "would remove container" in dry.stdout
+    assert labelled(engine, job_id)["containers"]
+    assert workspace.is_dir()
+
+    done = patchheal("gc")
+    assert done.returncode == 0, done.stderr
+    assert labelled(engine, job_id) == {"containers": [], "networks": [], "volumes": []}
+    assert not workspace.exists()
+
+
+def test_gc_cleans_up_after_a_killed_heal(
+    engine: Any, python_image: str, make_repo: Any, tmp_path: Path
+) -> None:
+    repo = python_project(make_repo)
+    (tmp_path / "candidates").mkdir()
+    spec = tmp_path / "job.toml"
+    spec.write_text(
+        f'[job]\nid = "gc-heal-{os.getpid()}"\nrepo = "{repo}"\nbase = "main"\n'
+        'harness = "python"\n\n[[steps]]\nname = "unit"\n'
+        'command = "echo started; sleep 120"\n\n'
+        '[proposer]\nkind = "patchfiles"\ndir = "candidates"\n'
+    )
+    db = tmp_path / "store.sqlite3"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "patchheal", "heal", str(spec), "--db", str(db),
+         "--reports", str(tmp_path / "reports"), "--state-dir", str(tmp_path / "var")],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    job_id = f"gc-heal-{os.getpid()}"
+    wait_for_container(engine, job_id, proc)
+    kill9(proc)
+    assert labelled(engine, job_id)["containers"]
+    assert (worktree_root() / job_id).is_dir()
+
+    done = patchheal("gc", "--db", str(db))
+    assert done.returncode == 0, done.stderr
+    assert labelled(engine, job_id) == {"containers": [], "networks": [], "volumes": []}
+    assert not (worktree_root() / job_id).exists()
+
+
+def test_gc_leaves_a_live_owner_alone(engine: Any, python_image: str) -> None:
+    job_id = f"gc-live-{os.getpid()}"
+    container = engine.containers.create(
+        python_image, ["sleep", "60"], name=containers.container_name(job_id, "run"),
+        labels=containers.owner_labels(job_id, "run"),
+    )  # fmt: skip
+    try:
+        done = patchheal("gc")
+        assert done.returncode == 0, done.stderr
+        assert labelled(engine, job_id)["containers"] == [container.name]
+    finally:
+        containers.teardown(container)
+    assert labelled(engine, job_id)["containers"] == []

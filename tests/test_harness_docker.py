@@ -1,0 +1,200 @@
+"""The Docker harness against the real engine: sandbox, timeouts, cleanup, results."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness_support import engine, labelled, python_def, python_image, python_project
+
+from patchheal.harness import containers
+from patchheal.harness.base import Harness
+from patchheal.harness.config import HarnessDef
+from patchheal.harness.docker import DockerHarness
+
+__all__ = ["engine", "python_def", "python_image"]
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture(autouse=True)
+def _shared_cache(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # One wheelhouse for the session, not one per test's fresh HOME.
+    root = tmp_path_factory.getbasetemp() / "patchheal-cache"
+    monkeypatch.setenv("PATCHHEAL_CACHE_DIR", str(root))
+
+
+@pytest.fixture
+def harness(python_image: str, python_def: HarnessDef, request: Any) -> Any:
+    job_id = f"t-{request.node.name[:40]}-{os.getpid()}"
+    h = DockerHarness(python_def, job_id=job_id)
+    yield h
+    h.close()
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    path = tmp_path / "wt"
+    path.mkdir()
+    (path / "hello.txt").write_text("hi\n")
+    return path
+
+
+def run(h: DockerHarness, tree: Path, command: str, **kw: Any) -> Any:
+    kw.setdefault("timeout", 60)
+    kw.setdefault("idle_timeout", 60)
+    return h.run(command, tree, **kw)
+
+
+def test_satisfies_the_protocol_and_reports_its_name(harness: DockerHarness) -> None:
+    assert isinstance(harness, Harness)
+    assert harness.name == "docker:python"
+
+
+def test_exit_code_and_output_come_back(harness: DockerHarness, tree: Path) -> None:
+    result = run(harness, tree, "cat hello.txt; echo err >&2; exit 3")
+    assert result.exit_code == 3
+    assert "hi" in result.output
+    assert "err" in result.output
+    assert result.harness == "docker:python"
+    assert result.timed_out is None
+    assert not result.oom_killed
+
+
+def test_no_network_but_loopback(harness: DockerHarness, tree: Path) -> None:
+    """Invariant: a step cannot reach any network; shown by its interfaces, no traffic sent."""
+    result = run(harness, tree, "ls /sys/class/net; tail -n +3 /proc/net/dev | cut -d: -f1")
+    assert result.exit_code == 0
+    names = set(result.output.split())
+    assert names == {"lo"}
+
+
+def test_writes_only_inside_the_worktree(harness: DockerHarness, tree: Path) -> None:
+    """Invariant: the worktree mount is the only writable host path; the root is read-only."""
+    script = (
+        "echo made > /workspace/made.txt && echo ok-workspace; "
+        "touch /etc/evil 2>/dev/null && echo wrote-etc; "
+        "touch /usr/evil 2>/dev/null && echo wrote-usr; "
+        "touch /evil 2>/dev/null && echo wrote-root; "
+        "touch /tmp/scratch && echo ok-tmp"
+    )
+    result = run(harness, tree, script)
+    assert "ok-workspace" in result.output
+    assert "ok-tmp" in result.output
+    assert "wrote-" not in result.output
+    assert (tree / "made.txt").read_text() == "made\n"
+
+
+def test_runs_as_non_root(harness: DockerHarness, tree: Path) -> None:
+    result = run(harness, tree, "id -u; id -g; grep CapEff /proc/self/status")
+    uid, gid, caps = result.output.split("\n")[:3]
+    assert uid != "0"
+    assert gid != "0"
+    expected = str(tree.stat().st_uid) if tree.stat().st_uid != 0 else "1000"
+    assert uid == expected
+    assert caps.split()[-1] == "0000000000000000"
+
+
+def test_deterministic_environment_and_no_inherited_secrets(
+    python_image: str, python_def: HarnessDef, tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PH_TEST_SECRET_TOKEN", "s3cr3t-value")
+    monkeypatch.setenv("PH_TEST_PASSED", "through")
+    h = DockerHarness(python_def, job_id=f"env-{os.getpid()}", env_passthrough=["PH_TEST_PASSED"])
+    try:
+        result = run(h, tree, "env")
+    finally:
+        h.close()
+    env = dict(line.split("=", 1) for line in result.output.splitlines() if "=" in line)
+    assert env["TZ"] == "UTC"
+    assert env["PYTHONHASHSEED"] == "0"
+    assert env["LC_ALL"] == "C.UTF-8"
+    assert env["PH_TEST_PASSED"] == "through"
+    assert "s3cr3t-value" not in result.output
+
+
+def test_idle_timeout_kills_the_container(harness: DockerHarness, tree: Path) -> None:
+    started = time.monotonic()
+    result = run(harness, tree, "echo start; sleep 60", timeout=60, idle_timeout=2)
+    assert result.timed_out == "idle"
+    assert result.exit_code is None
+    assert "start" in result.output
+    assert time.monotonic() - started < 15
+    assert labelled(harness.client, harness.job_id)["containers"] == []
+
+
+def test_wall_timeout_kills_a_chatty_container(harness: DockerHarness, tree: Path) -> None:
+    started = time.monotonic()
+    command = "while true; do echo tick; sleep 0.2; done"
+    result = run(harness, tree, command, timeout=3, idle_timeout=60)
+    assert result.timed_out == "wall"
+    assert result.output.count("tick") >= 5
+    assert time.monotonic() - started < 15
+    assert labelled(harness.client, harness.job_id)["containers"] == []
+
+
+def test_oom_kill_is_reported(python_image: str, python_def: HarnessDef, tree: Path) -> None:
+    small = python_def.model_copy(
+        update={"sandbox": python_def.sandbox.model_copy(update={"memory": "64m"})}
+    )
+    h = DockerHarness(small, job_id=f"oom-{os.getpid()}")
+    try:
+        result = run(h, tree, "python3 -c 'x = bytearray(400 * 1024 * 1024); print(len(x))'")
+    finally:
+        h.close()
+    assert result.oom_killed
+    assert result.exit_code == 137
+    assert not result.passed
+
+
+def test_container_gone_after_success_failure_and_interrupt(
+    harness: DockerHarness, tree: Path
+) -> None:
+    """Invariant: no container survives a run, whatever path the run leaves by."""
+    run(harness, tree, "true")
+    run(harness, tree, "exit 1")
+
+    def interrupt(_chunk: bytes) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run(harness, tree, "echo go; sleep 60", on_output=interrupt)
+    assert labelled(harness.client, harness.job_id)["containers"] == []
+
+
+def test_a_stale_same_name_container_is_replaced(harness: DockerHarness, tree: Path) -> None:
+    name = containers.container_name(harness.job_id, "run-python")
+    harness.client.containers.create(
+        harness.image(), ["sleep", "60"], name=name, labels={containers.LABEL: "1"}
+    )
+    result = run(harness, tree, "echo fresh")
+    assert result.exit_code == 0
+    assert "fresh" in result.output
+    assert labelled(harness.client, harness.job_id)["containers"] == []
+
+
+def test_setup_runs_once_per_dependency_fingerprint(
+    python_image: str, python_def: HarnessDef, make_repo: Any, tmp_path: Path
+) -> None:
+    """Invariant: dependencies install once per fingerprint, not per attempt."""
+    repo = python_project(make_repo)
+    said: list[str] = []
+    setup = ["pip install -e . && echo installed-once"]
+    first = DockerHarness(python_def, job_id=f"deps-{os.getpid()}", setup=setup, say=said.append)
+    first.prepare(repo)
+    result = run(first, repo, "python -c 'import tiny; print(tiny.__file__)'; python -m pytest -q")
+    first.close()
+    assert "/workspace/tiny.py" in result.output
+    assert "1 passed" in result.output
+    assert any("installed-once" in s for s in said)
+    said.clear()
+    second = DockerHarness(python_def, job_id=f"deps2-{os.getpid()}", setup=setup, say=said.append)
+    second.prepare(repo)
+    assert second.run_image(repo) == first.run_image(repo)
+    assert not any("installed-once" in s for s in said)
+    second.close()
