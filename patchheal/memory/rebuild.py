@@ -10,6 +10,7 @@ it is copied over from the live store.
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 import time
 from collections import Counter
@@ -256,7 +257,10 @@ def _swap(fresh_path: Path, live_path: Path) -> str | None:
         while target.exists():
             serial += 1
             target = live_path.with_name(f"{live_path.name}.bak-{stamp}-{serial}")
-        target.hardlink_to(live_path)  # the old file stays reachable under the backup name
+        try:
+            target.hardlink_to(live_path)  # the old file stays reachable under the backup name
+        except OSError:  # a filesystem without hard links
+            shutil.copy2(live_path, target)
         backup = str(target)
     fresh_path.replace(live_path)  # the one atomic step: readers see old or new, never half
     for suffix in ("-wal", "-shm"):

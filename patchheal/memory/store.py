@@ -12,7 +12,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import bindparam, func, select, update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col
 
@@ -48,8 +48,6 @@ log = logging.getLogger(__name__)
 # Outcomes whose verdict on the patch is final: their claim is never released.
 JUDGED = frozenset({Outcome.FIXED, Outcome.NO_EFFECT, Outcome.REGRESSION, Outcome.APPLY_FAILED})
 _CLAIM_SQL = "SELECT attempt_id FROM claims WHERE fingerprint = ? AND normalized_diff_hash = ?"
-# similar_fixes compares against at most this many recently fixed fingerprints.
-_SIMILAR_SCAN = 500
 
 
 class AttemptStore(LockMixin, ControlMixin):
@@ -276,47 +274,12 @@ class AttemptStore(LockMixin, ControlMixin):
         exclude_fingerprint: str | None = None,
     ) -> list[Hint]:
         """Fixes verified for other fingerprints whose failure looks like this one."""
-        try:
-            from patchheal.failure import similarity
-        except ImportError:
-            return []
-        excluded = {failure.fingerprint, exclude_fingerprint}
-        fixed = (
-            select(col(AttemptRow.fingerprint), func.max(col(AttemptRow.id)))
-            .where(col(AttemptRow.outcome) == Outcome.FIXED.value)
-            .group_by(col(AttemptRow.fingerprint))
-            .order_by(func.max(col(AttemptRow.id)).desc())
-            .limit(_SIMILAR_SCAN)
-        )
-        scored: list[Hint] = []
+        from patchheal.memory.hints import similar_fixes
+
         with self._read() as session:
-            for fingerprint, attempt_id in session.execute(fixed).all():
-                if fingerprint in excluded:
-                    continue
-                seen = session.execute(
-                    select(FailureRow)
-                    .where(col(FailureRow.fingerprint) == fingerprint)
-                    .order_by(col(FailureRow.id).desc())
-                    .limit(1)
-                ).scalar_one_or_none()
-                if seen is None:
-                    continue
-                score = float(similarity(failure, stored_failure(seen).failure))
-                if score < threshold:
-                    continue
-                fix = session.get(AttemptRow, attempt_id)
-                assert fix is not None
-                scored.append(
-                    Hint(
-                        fingerprint=fingerprint,
-                        similarity=round(score, 4),
-                        strategy=fix.strategy,
-                        diff=fix.diff,
-                        job_id=fix.job_id,
-                    )
-                )
-        scored.sort(key=lambda h: -h.similarity)
-        return scored[:limit]
+            return similar_fixes(
+                session, failure, limit=limit, threshold=threshold, exclude=exclude_fingerprint
+            )
 
     # -- consistency ----------------------------------------------------------
 

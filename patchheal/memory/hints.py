@@ -1,0 +1,63 @@
+"""Memory hints: fixes verified for other fingerprints whose failure looks like this one.
+
+Similarity comes from `patchheal.failure.similarity`; where that module is not
+available, there are no hints (memory never blocks the loop).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import func
+from sqlmodel import Session, col, select
+
+from patchheal.memory.records import stored_failure
+from patchheal.memory.tables import AttemptRow, FailureRow
+from patchheal.models import Failure, Hint, Outcome
+
+# Compare against at most this many recently fixed fingerprints.
+_SCAN = 500
+
+
+def similar_fixes(
+    session: Session, failure: Failure, *, limit: int, threshold: float, exclude: str | None
+) -> list[Hint]:
+    """The best `limit` fixes of other fingerprints with similarity >= `threshold`."""
+    try:
+        from patchheal.failure import similarity
+    except ImportError:
+        return []
+    excluded = {failure.fingerprint, exclude}
+    fixed = (
+        select(col(AttemptRow.fingerprint), func.max(col(AttemptRow.id)))
+        .where(col(AttemptRow.outcome) == Outcome.FIXED.value)
+        .group_by(col(AttemptRow.fingerprint))
+        .order_by(func.max(col(AttemptRow.id)).desc())
+        .limit(_SCAN)
+    )
+    scored: list[Hint] = []
+    for fingerprint, attempt_id in session.execute(fixed).all():
+        if fingerprint in excluded:
+            continue
+        seen = session.execute(
+            select(FailureRow)
+            .where(col(FailureRow.fingerprint) == fingerprint)
+            .order_by(col(FailureRow.id).desc())
+            .limit(1)
+        ).scalar_one_or_none()
+        if seen is None:
+            continue
+        score = float(similarity(failure, stored_failure(seen).failure))
+        if score < threshold:
+            continue
+        fix = session.get(AttemptRow, attempt_id)
+        assert fix is not None
+        scored.append(
+            Hint(
+                fingerprint=fingerprint,
+                similarity=round(score, 4),
+                strategy=fix.strategy,
+                diff=fix.diff,
+                job_id=fix.job_id,
+            )
+        )
+    scored.sort(key=lambda h: -h.similarity)
+    return scored[:limit]
