@@ -76,8 +76,13 @@ class Event(BaseModel):
     data: dict[str, Any] = {}
 
 
-def _cut_torn_tail(path: Path) -> None:
-    """Drop a last line that has no newline: a write the crash interrupted."""
+def _repair_tail(path: Path) -> None:
+    """End the file on a newline: drop a torn last line, or terminate a complete one.
+
+    A last line without its newline is a write the crash interrupted. If it
+    still parses as an event, only the newline was lost and it is kept, so
+    that the log reads the same before and after the repair.
+    """
     with path.open("rb+") as handle:
         size = handle.seek(0, os.SEEK_END)
         if size == 0:
@@ -85,19 +90,30 @@ def _cut_torn_tail(path: Path) -> None:
         handle.seek(size - 1)
         if handle.read(1) == b"\n":
             return
-        end, chunk = size, 64 * 1024
+        start, end, chunk = size, size, 64 * 1024
         while end > 0:
-            start = max(0, end - chunk)
-            handle.seek(start)
-            newline = handle.read(end - start).rfind(b"\n")
+            begin = max(0, end - chunk)
+            handle.seek(begin)
+            newline = handle.read(end - begin).rfind(b"\n")
             if newline >= 0:
-                handle.truncate(start + newline + 1)
+                start = begin + newline + 1
                 break
-            end = start
+            start = end = begin
+        handle.seek(start)
+        if _parses(handle.read(size - start)):
+            handle.write(b"\n")
         else:
-            handle.truncate(0)
+            handle.truncate(start)
         handle.flush()
         os.fsync(handle.fileno())
+
+
+def _parses(line: bytes) -> bool:
+    try:
+        Event.model_validate_json(line)
+    except ValueError:
+        return False
+    return True
 
 
 def _fsync_dir(path: Path) -> None:
@@ -120,7 +136,7 @@ class EventLog:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         created = not self.path.exists()
         if not created:
-            _cut_torn_tail(self.path)
+            _repair_tail(self.path)
         self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         if created:  # the new directory entry must survive a crash too
             _fsync_dir(self.path.parent)

@@ -110,6 +110,23 @@ def test_a_torn_last_line_is_tolerated_then_cut_before_appending(tmp_path: Path)
     assert b'"ty{' not in path.read_bytes()
 
 
+def test_a_complete_last_line_that_lost_only_its_newline_is_kept(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    with EventLog(path, job_id="job-1") as log:
+        log.emit("step.started", step_index=0)
+        log.emit("step.started", step_index=1, data={"pad": "p" * 200_000})  # > one read chunk
+    path.write_bytes(path.read_bytes().rstrip(b"\n"))
+    assert [e.step_index for e in EventLog.read(path)] == [0, 1]
+    with EventLog(path, job_id="job-1") as log:
+        log.emit("step.started", step_index=2)
+    assert [e.step_index for e in EventLog.read(path)] == [0, 1, 2]
+    raw = path.read_bytes()
+    path.write_bytes(raw[: len(raw) // 2])  # now torn inside the 200 kB line
+    with EventLog(path, job_id="job-1") as log:
+        log.emit("step.started", step_index=3)
+    assert [e.step_index for e in EventLog.read(path)] == [0, 3]
+
+
 def test_corruption_before_the_last_line_names_the_line(tmp_path: Path) -> None:
     path = tmp_path / "events.jsonl"
     with EventLog(path, job_id="job-1") as log:
