@@ -330,6 +330,20 @@ def test_apply_uses_three_way_merge_when_the_preimage_blob_is_known(
     assert git(tree, "diff", "--cached") == ""
 
 
+def test_apply_repairs_wrong_hunk_counts_of_a_hand_written_diff(ws: JobWorkspace) -> None:
+    head = (
+        "--- a/app.py\n+++ b/app.py\n@@ -1,9 +1,9 @@\n value_1 = 1\n-value_2 = 2\n+value_2 = 22\n"
+    )
+    expected = APP.replace("value_2 = 2\n", "value_2 = 22\n")
+    tree = ws.worktree("a")
+    assert ws.apply(tree, head + " value_3 = 3\n") == "git-apply"
+    assert (tree / "app.py").read_text() == expected
+    # Less context after than before makes git assume the end of the file: fuzz fixes that.
+    ws.reset(tree)
+    assert ws.apply(tree, head) in {"git-apply-fuzzy", "patch-fuzz"}
+    assert (tree / "app.py").read_text() == expected
+
+
 def test_apply_rejects_text_that_is_not_a_diff(ws: JobWorkspace) -> None:
     tree = ws.worktree("a")
     with pytest.raises(NotADiff):
