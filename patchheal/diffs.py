@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from patchheal.errors import NotADiff
 
 if TYPE_CHECKING:
-    from unidiff import PatchedFile, PatchSet
+    from unidiff.patch import PatchedFile, PatchSet
 
 DEV_NULL = "/dev/null"
 _TOKEN = re.compile(r"\w+|[^\w\s]")
@@ -28,8 +28,8 @@ def _lf(text: str) -> str:
 
 
 def _patchset(text: str) -> PatchSet:
-    from unidiff import PatchSet
     from unidiff.errors import UnidiffParseError
+    from unidiff.patch import PatchSet
 
     try:
         return PatchSet(text)

@@ -23,7 +23,7 @@ from patchheal.config import PolicySpec
 from patchheal.errors import NotADiff
 
 if TYPE_CHECKING:
-    from unidiff import PatchedFile
+    from unidiff.patch import PatchedFile
 
 RULES = ("not_a_diff", "outside_worktree", "protected_path", "test_tampering", "size")
 
