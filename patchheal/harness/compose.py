@@ -223,7 +223,7 @@ class ComposeHarness:
             with containers.created(
                 self.client, name=name, **{k: v for k, v in kwargs.items() if v is not None}
             ) as container:
-                containers.call(container.start)
+                containers.start(container)
                 yield container
         finally:
             for volume in volumes:

@@ -195,6 +195,18 @@ def created(client: DockerClient, *, name: str, **create_kwargs: Any) -> Iterato
         teardown(container)
 
 
+def start(container: Container) -> None:
+    """Start a created container; an engine refusal is a `HarnessError`, not a traceback."""
+    import docker.errors
+
+    try:
+        call(container.start)
+    except docker.errors.APIError as exc:
+        raise HarnessError(
+            f"the engine cannot start container {container.name}: {exc.explanation or exc}"
+        ) from None
+
+
 @dataclass(frozen=True)
 class Finished:
     """What `run_to_completion` saw."""
@@ -233,7 +245,7 @@ def run_to_completion(
     reader = threading.Thread(target=pump, name=f"out-{container.name}", daemon=True)
     reader.start()
     started = time.monotonic()
-    call(container.start)
+    start(container)
     last_output = started
     timed_out: str | None = None
     while True:

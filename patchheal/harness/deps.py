@@ -142,7 +142,7 @@ def _install(
         tmpfs={"/tmp": "rw,exec,nosuid,mode=1777"},
         init=True,
     ) as container:
-        containers.call(container.start)
+        containers.start(container)
 
         def run(argv: list[str], what: str, as_user: str = user, cwd: str = "") -> None:
             containers.exec_checked(

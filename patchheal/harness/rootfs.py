@@ -93,7 +93,9 @@ def host_runtime_rootfs(tarball: Path) -> list[str]:
     """An almost empty root; returns the host paths to mount read-only at run time."""
     mounts = ["/usr"]
     links: dict[str, str] = {}
-    for top in ("bin", "sbin", "lib", "lib64", "lib32"):
+    # /sbin stays a real directory: the engine mounts its init at /sbin/docker-init,
+    # which must not land in the read-only host /usr.
+    for top in ("bin", "lib", "lib64", "lib32"):
         host = Path("/") / top
         if host.is_symlink():
             links[top] = str(host.readlink()).lstrip("/")
@@ -106,7 +108,17 @@ def host_runtime_rootfs(tarball: Path) -> list[str]:
         "etc/hosts": "127.0.0.1 localhost\n",
     }
     with tarfile.open(tarball, "w") as archive:
-        for rel in ("usr", "tmp", "workspace", "opt/patchheal", "etc", "proc", "sys", "dev"):
+        for rel in (
+            "usr",
+            "sbin",
+            "tmp",
+            "workspace",
+            "opt/patchheal",
+            "etc",
+            "proc",
+            "sys",
+            "dev",
+        ):
             info = tarfile.TarInfo(rel)
             info.type, info.mode = tarfile.DIRTYPE, 0o1777 if rel == "tmp" else 0o755
             archive.addfile(info)

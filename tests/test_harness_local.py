@@ -1,0 +1,94 @@
+"""The local harness: timeouts, process-group kill, output cap, environment, setup once."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from patchheal.errors import HarnessError
+from patchheal.harness.base import Harness
+from patchheal.harness.local import LocalHarness
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_satisfies_the_protocol(tmp_path: Path) -> None:
+    harness = LocalHarness()
+    assert isinstance(harness, Harness)
+    result = harness.run("echo out; echo err >&2; exit 4", tmp_path, timeout=30, idle_timeout=30)
+    assert result.exit_code == 4
+    assert "out" in result.output
+    assert "err" in result.output
+    assert result.harness == "local"
+
+
+def test_idle_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
+    """Invariant: a hanging step's children die with it, not only the shell."""
+    script = "sleep 300 & echo $! > child.pid; echo started; wait"
+    started = time.monotonic()
+    result = LocalHarness().run(script, tmp_path, timeout=60, idle_timeout=1.5)
+    assert result.timed_out == "idle"
+    assert result.exit_code is None
+    assert "started" in result.output
+    assert time.monotonic() - started < 10
+    child = int((tmp_path / "child.pid").read_text())
+    deadline = time.monotonic() + 5
+    while alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(child)
+
+
+def test_wall_timeout_stops_a_chatty_step(tmp_path: Path) -> None:
+    started = time.monotonic()
+    result = LocalHarness().run(
+        "while true; do echo tick; sleep 0.1; done", tmp_path, timeout=1.5, idle_timeout=60
+    )
+    assert result.timed_out == "wall"
+    assert result.output.count("tick") >= 5
+    assert time.monotonic() - started < 10
+
+
+def test_output_is_capped_keeping_head_and_tail(tmp_path: Path) -> None:
+    script = "echo FIRST-LINE; head -c 6000000 /dev/zero | tr '\\0' x; echo; echo LAST-LINE"
+    result = LocalHarness().run(script, tmp_path, timeout=60, idle_timeout=60)
+    assert result.exit_code == 0
+    assert result.truncated
+    assert len(result.output) < 3 * 1024 * 1024
+    assert result.output.startswith("FIRST-LINE")
+    assert result.output.rstrip().endswith("LAST-LINE")
+    assert "elided by patchheal" in result.output
+
+
+def test_environment_is_deterministic_and_drops_secrets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PH_LOCAL_SECRET", "hunter2")
+    monkeypatch.setenv("PH_LOCAL_PASS", "yes")
+    monkeypatch.setenv("TZ", "Europe/Paris")
+    result = LocalHarness(env_passthrough=["PH_LOCAL_PASS"]).run(
+        "env", tmp_path, timeout=30, idle_timeout=30
+    )
+    env = dict(line.split("=", 1) for line in result.output.splitlines() if "=" in line)
+    assert env["TZ"] == "UTC"
+    assert env["PYTHONHASHSEED"] == "0"
+    assert env["PH_LOCAL_PASS"] == "yes"
+    assert "hunter2" not in result.output
+
+
+def test_setup_runs_once_per_worktree_and_a_failure_is_a_harness_error(tmp_path: Path) -> None:
+    harness = LocalHarness(setup=["echo x >> setup.count"])
+    harness.prepare(tmp_path)
+    harness.prepare(tmp_path)
+    assert (tmp_path / "setup.count").read_text() == "x\n"
+    with pytest.raises(HarnessError, match="setup command failed"):
+        LocalHarness(setup=["echo broken; exit 2"]).prepare(tmp_path)
