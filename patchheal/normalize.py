@@ -37,6 +37,7 @@ _TMP_PATH = re.compile(
     r"|[A-Za-z]:\\(?:Users\\[^\\]+\\AppData\\Local\\)?Temp)"
     r"(?:[/\\][^\s'\":,;()\[\]{}<>]+)*?[/\\](?=[^/\\\s'\":,;()\[\]{}<>]+(?:[\s'\":,;()\[\]{}<>]|$))"
 )
+_TMP_NAME = re.compile(r"<tmp>/tmp[a-z0-9_]{8}\b")
 _HOME = re.compile(r"(?:/home/[^/\s'\"]+|/Users/[^/\s'\"]+|/root)(?=/)")
 _PY_VERSION_DIR = re.compile(r"python3\.\d+")
 _LIB_PREFIX = re.compile(r"^.*?[/\\](site-packages|dist-packages|node_modules)[/\\]")
@@ -132,6 +133,8 @@ def normalize_message(text: str, roots: Sequence[str] = ()) -> str:
     for root in sorted((r.rstrip("/\\") for r in roots if r.strip("/\\")), key=len, reverse=True):
         text = text.replace(root + "/", "").replace(root, ".")
     text = _TMP_PATH.sub("<tmp>/", text)
+    if "<tmp>/" in text:  # a temp dir's own random name (tempfile: tmp + 8 characters)
+        text = _TMP_NAME.sub("<tmp>/tmpXXXXXXXX", text)
     text = _HOME.sub("~", text)
     text = _PY_VERSION_DIR.sub("python3.X", text)
     for pattern, replacement in _SUBSTITUTIONS:
