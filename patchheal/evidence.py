@@ -207,10 +207,14 @@ def build_context(
     breaking_diff: str = "",
     widen: bool = False,
 ) -> RetryContext:
-    """The retry context for one attempt on `failure`; every string in it is scrubbed."""
-    if not 0 <= step_index < len(job.steps):
-        raise BadInput(f"job {job.job.id} has no step {step_index} (it has {len(job.steps)})")
-    step = job.steps[step_index]
+    """The retry context for one attempt on `failure`; every string in it is scrubbed.
+
+    `step_index` counts from 1, like step indices everywhere else (events, checkpoints,
+    attempt records).
+    """
+    if not 1 <= step_index <= len(job.steps):
+        raise BadInput(f"job {job.job.id} has no step {step_index} (steps are 1-{len(job.steps)})")
+    step = job.steps[step_index - 1]
     clean = Scrubber.from_env(job.job.env).scrub
     same = [a for a in prior if a.fingerprint == failure.fingerprint]
     level = "widen" if widen else escalation_for(same)

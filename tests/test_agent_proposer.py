@@ -70,7 +70,7 @@ def _request(job: JobSpec, repo: Path) -> ProposalRequest:
     )
     context = build_context(
         job=job,
-        step_index=0,
+        step_index=1,
         failure=failure,
         classification=Classification(failure_class=FailureClass.CODE_BUG, retryable=True),
         worktree=repo,

@@ -67,7 +67,7 @@ def _failure(*frames: Frame, summary: str = "ZeroDivisionError: division by zero
 def _attempt(n: int, strategy: str, files: tuple[str, ...], fp: str = FP) -> AttemptRecord:
     return AttemptRecord(
         job_id="ci-1",
-        step_index=0,
+        step_index=1,
         attempt_number=n,
         fingerprint=fp,
         outcome=Outcome.NO_EFFECT,
@@ -92,7 +92,7 @@ def test_context_carries_code_around_frames_constraints_and_file_map(repo: Path)
     frame = Frame(file="src/calc.py", function="mean", line=32)
     ctx = build_context(
         job=_job(repo),
-        step_index=0,
+        step_index=1,
         failure=_failure(frame),
         classification=CODE_BUG,
         worktree=repo,
@@ -121,7 +121,7 @@ def test_container_paths_map_to_repository_files(repo: Path) -> None:
     frame = Frame(file="/app/checkout/src/calc.py", function="mean", line=None)
     ctx = build_context(
         job=_job(repo),
-        step_index=0,
+        step_index=1,
         failure=_failure(frame),
         classification=CODE_BUG,
         worktree=repo,
@@ -140,7 +140,7 @@ def test_escalation_grows_the_evidence(repo: Path) -> None:
         prior = [_attempt(i + 1, f"s{i}", ("src/calc.py",)) for i in range(n)]
         ctx = build_context(
             job=job,
-            step_index=0,
+            step_index=1,
             failure=_failure(frame),
             classification=CODE_BUG,
             worktree=repo,
@@ -153,7 +153,7 @@ def test_escalation_grows_the_evidence(repo: Path) -> None:
     assert sizes[0] < sizes[1] <= sizes[2] < sizes[3]
     widened = build_context(
         job=job,
-        step_index=0,
+        step_index=1,
         failure=_failure(frame),
         classification=CODE_BUG,
         worktree=repo,
@@ -169,7 +169,7 @@ def test_prior_attempts_on_other_fingerprints_are_not_shown(repo: Path) -> None:
     prior = [_attempt(1, "add_guard", ("src/calc.py",)), _attempt(2, "x", ("a.py",), fp="0" * 64)]
     ctx = build_context(
         job=_job(repo),
-        step_index=0,
+        step_index=1,
         failure=_failure(),
         classification=CODE_BUG,
         worktree=repo,
@@ -207,7 +207,7 @@ def test_everything_in_the_context_is_scrubbed(repo: Path, monkeypatch: pytest.M
     )
     ctx = build_context(
         job=_job(repo),
-        step_index=0,
+        step_index=1,
         failure=_failure(Frame(file="src/calc.py", function="mean", line=32), summary=summary),
         classification=CODE_BUG,
         worktree=repo,
@@ -225,10 +225,11 @@ def test_everything_in_the_context_is_scrubbed(repo: Path, monkeypatch: pytest.M
 
 
 def test_bad_step_index_is_bad_input(repo: Path) -> None:
-    with pytest.raises(BadInput, match="has no step 3"):
+    """Step indices count from 1, as in events, checkpoints and attempt records."""
+    with pytest.raises(BadInput, match=r"has no step 0 \(steps are 1-1\)"):
         build_context(
             job=_job(repo),
-            step_index=3,
+            step_index=0,
             failure=_failure(),
             classification=CODE_BUG,
             worktree=repo,
@@ -242,7 +243,7 @@ def _full_context(repo: Path) -> tuple[str, object]:
     hints = [Hint(fingerprint=FP, similarity=0.8, strategy="fix_logic", diff="+x = 1\n" * 40)]
     ctx = build_context(
         job=_job(repo),
-        step_index=0,
+        step_index=1,
         failure=_failure(Frame(file="src/calc.py", function="mean", line=32)),
         classification=CODE_BUG,
         worktree=repo,
@@ -292,7 +293,7 @@ def test_render_cuts_the_summary_only_as_a_last_resort(repo: Path) -> None:
     long = "\n".join(f"log line {i}" for i in range(2000)) + "\nZeroDivisionError: division by zero"
     ctx = build_context(
         job=_job(repo),
-        step_index=0,
+        step_index=1,
         failure=_failure(summary=long),
         classification=CODE_BUG,
         worktree=repo,
@@ -314,7 +315,7 @@ def test_avoid_list_names_each_diff_once_and_stays_bounded(repo: Path) -> None:
     many = [_attempt(n, f"s{n}", ("src/calc.py",)) for n in range(10, 40)]
     ctx = build_context(
         job=_job(repo),
-        step_index=0,
+        step_index=1,
         failure=_failure(),
         classification=CODE_BUG,
         worktree=repo,
@@ -325,7 +326,7 @@ def test_avoid_list_names_each_diff_once_and_stays_bounded(repo: Path) -> None:
     assert ctx.prior_attempts[-1].attempt_number == 39  # the most recent are kept
     small = build_context(
         job=_job(repo),
-        step_index=0,
+        step_index=1,
         failure=_failure(),
         classification=CODE_BUG,
         worktree=repo,

@@ -97,7 +97,7 @@ def _request(job: JobSpec, repo: Path) -> ProposalRequest:
     prior = [
         AttemptRecord(
             job_id="ci-7",
-            step_index=0,
+            step_index=1,
             attempt_number=1,
             fingerprint=failure.fingerprint,
             outcome=Outcome.NO_EFFECT,
@@ -109,7 +109,7 @@ def _request(job: JobSpec, repo: Path) -> ProposalRequest:
     ]
     context = build_context(
         job=job,
-        step_index=0,
+        step_index=1,
         failure=failure,
         classification=Classification(failure_class=FailureClass.CODE_BUG, retryable=True),
         worktree=repo,
