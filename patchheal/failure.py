@@ -209,5 +209,9 @@ def similarity(a: Failure, b: Failure) -> float:
     frames_b = {(hash_path(f.file), f.function) for f in b.project_frames}
     if not frames_a and not frames_b:
         return round(0.35 * same_type + 0.65 * text, 4)
-    frames = len(frames_a & frames_b) / len(frames_a | frames_b)
+    files_a, files_b = {f for f, _ in frames_a}, {f for f, _ in frames_b}
+    # Same functions count fully, the same files half: a bug next door is still similar.
+    frames = 0.5 * len(frames_a & frames_b) / len(frames_a | frames_b) + 0.5 * len(
+        files_a & files_b
+    ) / len(files_a | files_b)
     return round(0.25 * same_type + 0.45 * text + 0.30 * frames, 4)
