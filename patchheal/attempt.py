@@ -74,31 +74,49 @@ class AttemptRunner:
     metrics: Metrics
     harness_prepared: bool = False
 
-    def run(self, candidate: Candidate, step: StepState, number: int, *, reuse: bool = False
-            ) -> AttemptRecord:
+    def run(
+        self, candidate: Candidate, step: StepState, number: int, *, reuse: bool = False
+    ) -> AttemptRecord:
         started = time.time()
         self.events.emit(
-            "step.attempt.started", step_id=step.spec.name, step_index=step.index, attempt=number,
-            fingerprint=step.failure.fingerprint, strategy=candidate.strategy,
+            "step.attempt.started",
+            step_id=step.spec.name,
+            step_index=step.index,
+            attempt=number,
+            fingerprint=step.failure.fingerprint,
+            strategy=candidate.strategy,
             data={"proposer": candidate.proposer, "label": candidate.label, "reuse": reuse},
         )
         outcome, reason, log, hashes = self._gate_and_verify(candidate, step, reuse=reuse)
         return self._finish(candidate, step, number, started, outcome, reason, log, hashes)
 
-    def record_without_candidate(self, candidate: Candidate, step: StepState, number: int,
-                                 outcome: Outcome, reason: str) -> AttemptRecord:
+    def record_without_candidate(
+        self, candidate: Candidate, step: StepState, number: int, outcome: Outcome, reason: str
+    ) -> AttemptRecord:
         """Record an attempt that produced no candidate (e.g. the proposer timed out)."""
         started = time.time()
         self.events.emit(
-            "step.attempt.started", step_id=step.spec.name, step_index=step.index, attempt=number,
-            fingerprint=step.failure.fingerprint, strategy=candidate.strategy,
+            "step.attempt.started",
+            step_id=step.spec.name,
+            step_index=step.index,
+            attempt=number,
+            fingerprint=step.failure.fingerprint,
+            strategy=candidate.strategy,
             data={"proposer": candidate.proposer, "label": candidate.label, "reuse": False},
         )
         return self._finish(candidate, step, number, started, outcome, reason, "", ("", "", ()))
 
-    def _finish(self, candidate: Candidate, step: StepState, number: int, started: float,
-                outcome: Outcome, reason: str, log: str,
-                hashes: tuple[str, str, tuple[str, ...]]) -> AttemptRecord:
+    def _finish(
+        self,
+        candidate: Candidate,
+        step: StepState,
+        number: int,
+        started: float,
+        outcome: Outcome,
+        reason: str,
+        log: str,
+        hashes: tuple[str, str, tuple[str, ...]],
+    ) -> AttemptRecord:
         record = AttemptRecord(
             job_id=self.job.job.id,
             step_index=step.index,
@@ -124,8 +142,13 @@ class AttemptRunner:
         # The event goes first: a crash between the two never hides the attempt.
         kind = "step.attempt.finished" if outcome in VERIFIED_OUTCOMES else "step.attempt.failed"
         self.events.emit(
-            kind, step_id=step.spec.name, step_index=step.index, attempt=number,
-            fingerprint=record.fingerprint, diff_hash=record.diff_hash, strategy=record.strategy,
+            kind,
+            step_id=step.spec.name,
+            step_index=step.index,
+            attempt=number,
+            fingerprint=record.fingerprint,
+            diff_hash=record.diff_hash,
+            strategy=record.strategy,
             data={"record": record.model_dump(mode="json")},
         )
         self.store.record_attempt(record)
@@ -137,30 +160,51 @@ class AttemptRunner:
             self.metrics.incr(f"step.{kind_of_timeout}_timeout_total", tags=tags)
         return record
 
-    def _gate_and_verify(self, candidate: Candidate, step: StepState, *, reuse: bool
-                         ) -> tuple[Outcome, str, str, tuple[str, str, tuple[str, ...]]]:
+    def _gate_and_verify(
+        self, candidate: Candidate, step: StepState, *, reuse: bool
+    ) -> tuple[Outcome, str, str, tuple[str, str, tuple[str, ...]]]:
         diff = candidate.diff
         empty: tuple[str, str, tuple[str, ...]] = ("", "", ())
         if not diff.strip():
             why = candidate.rationale or "the proposer produced no change"
             return Outcome.APPLY_FAILED, f"empty candidate: {why}", "", empty
         try:
-            hashes = (diffs.exact_hash(diff), diffs.normalized_hash(diff), diffs.touched_files(diff))
+            hashes = (
+                diffs.exact_hash(diff),
+                diffs.normalized_hash(diff),
+                diffs.touched_files(diff),
+            )
         except NotADiff as exc:
             return Outcome.APPLY_FAILED, f"not a unified diff: {exc}", "", empty
         decision = check_candidate(diff, self.job.policy)
         if not decision.allowed:
-            return Outcome.REJECTED_POLICY, f"{decision.rule}: {'; '.join(decision.reasons)}", "", hashes
+            return (
+                Outcome.REJECTED_POLICY,
+                f"{decision.rule}: {'; '.join(decision.reasons)}",
+                "",
+                hashes,
+            )
         if self.scrubber.scrub(diff) != diff:
-            return (Outcome.REJECTED_POLICY,
-                    "secret: the patch contains what looks like a credential", "", hashes)
+            return (
+                Outcome.REJECTED_POLICY,
+                "secret: the patch contains what looks like a credential",
+                "",
+                hashes,
+            )
         fingerprint = step.failure.fingerprint
         if not reuse and not self.store.claim(fingerprint, hashes[1], job_id=self.job.job.id):
             prior = self.store.prior_claim(fingerprint, hashes[1])
-            seen = (f"attempt {prior.attempt_number} of job {prior.job_id} ({prior.outcome.value})"
-                    if prior is not None else "an earlier attempt")
-            return (Outcome.REJECTED_REPEAT,
-                    f"an equivalent patch was already tried for this fingerprint: {seen}", "", hashes)
+            seen = (
+                f"attempt {prior.attempt_number} of job {prior.job_id} ({prior.outcome.value})"
+                if prior is not None
+                else "an earlier attempt"
+            )
+            return (
+                Outcome.REJECTED_REPEAT,
+                f"an equivalent patch was already tried for this fingerprint: {seen}",
+                "",
+                hashes,
+            )
         outcome, reason, log = self._verify(diff, step)
         if outcome in (Outcome.TIMEOUT, Outcome.HARNESS_ERROR) and not reuse:
             # Transient: the patch itself was not judged, so it may be tried again.
@@ -178,29 +222,46 @@ class AttemptRunner:
             if not self.harness_prepared:
                 self.harness.prepare(self.verify_tree)
                 self.harness_prepared = True
-            result = self.harness.run(step.spec.command, self.verify_tree,
-                                      timeout=budget.step_timeout_seconds,
-                                      idle_timeout=budget.idle_timeout_seconds)
+            result = self.harness.run(
+                step.spec.command,
+                self.verify_tree,
+                timeout=budget.step_timeout_seconds,
+                idle_timeout=budget.idle_timeout_seconds,
+            )
         except HarnessError as exc:
             return Outcome.HARNESS_ERROR, f"harness error: {exc}", ""
         log = f"$ {step.spec.command}\n(patch applied with {method})\n{result.output}"
         if result.timed_out is not None:
-            limit = (budget.idle_timeout_seconds if result.timed_out == "idle"
-                     else budget.step_timeout_seconds)
+            limit = (
+                budget.idle_timeout_seconds
+                if result.timed_out == "idle"
+                else budget.step_timeout_seconds
+            )
             return Outcome.TIMEOUT, f"{result.timed_out} timeout after {limit:g} s", log
         verdict = judge(result, baseline=step.baseline, expected_tests=step.failure.failing_tests)
         if not verdict.passed:
-            after = analyze(result.output, repo_root=str(self.verify_tree),
-                            command=step.spec.command).fingerprint
-            change = ("failure unchanged" if after == step.failure.fingerprint
-                      else f"failure changed to {after}")
-            return Outcome.NO_EFFECT, f"the failing step still fails ({change}): {verdict.reason}", log
+            after = analyze(
+                result.output, repo_root=str(self.verify_tree), command=step.spec.command
+            ).fingerprint
+            change = (
+                "failure unchanged"
+                if after == step.failure.fingerprint
+                else f"failure changed to {after}"
+            )
+            return (
+                Outcome.NO_EFFECT,
+                f"the failing step still fails ({change}): {verdict.reason}",
+                log,
+            )
         regression = self.job.regression.command
         if regression is None:
             return Outcome.FIXED, f"the failing step passes: {verdict.reason}", log
-        reg_result = self.harness.run(regression, self.verify_tree,
-                                      timeout=budget.step_timeout_seconds,
-                                      idle_timeout=budget.idle_timeout_seconds)
+        reg_result = self.harness.run(
+            regression,
+            self.verify_tree,
+            timeout=budget.step_timeout_seconds,
+            idle_timeout=budget.idle_timeout_seconds,
+        )
         log += f"\n$ {regression}\n{reg_result.output}"
         if reg_result.timed_out is not None:
             return Outcome.TIMEOUT, f"regression steps: {reg_result.timed_out} timeout", log
@@ -210,8 +271,16 @@ class AttemptRunner:
         else:
             got_worse, why = (not reg_verdict.passed, reg_verdict.reason)
         if got_worse:
-            return Outcome.REGRESSION, f"the failing step passes but the regression steps got worse: {why}", log
-        return Outcome.FIXED, f"the failing step passes and the regression steps did not get worse: {verdict.reason}", log
+            return (
+                Outcome.REGRESSION,
+                f"the failing step passes but the regression steps got worse: {why}",
+                log,
+            )
+        return (
+            Outcome.FIXED,
+            f"the failing step passes and the regression steps did not get worse: {verdict.reason}",
+            log,
+        )
 
     def _write_attempt_dir(self, record: AttemptRecord, log: str) -> None:
         directory = self.paths.attempt_dir(record.attempt_number)

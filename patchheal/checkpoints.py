@@ -36,8 +36,17 @@ class Checkpoint(BaseModel):
     commit: str = ""
 
 
-def write_checkpoint(paths: RunPaths, *, step_id: str, step_index: int, attempt: int,
-                     attempt_id: int | None, diff: str, worktree: Path, commit: str) -> Checkpoint:
+def write_checkpoint(
+    paths: RunPaths,
+    *,
+    step_id: str,
+    step_index: int,
+    attempt: int,
+    attempt_id: int | None,
+    diff: str,
+    worktree: Path,
+    commit: str,
+) -> Checkpoint:
     """Record a verified step; the patch is written before its metadata."""
     checkpoint = Checkpoint(
         step_id=step_id,
@@ -79,8 +88,14 @@ def discard_checkpoints(paths: RunPaths, *, from_step: int) -> None:
         index += 1
 
 
-def replay(paths: RunPaths, workspace: JobWorkspace, worktree: Path, checkpoints: list[Checkpoint],
-           *, should_stop: Callable[[], bool] = lambda: False) -> str:
+def replay(
+    paths: RunPaths,
+    workspace: JobWorkspace,
+    worktree: Path,
+    checkpoints: list[Checkpoint],
+    *,
+    should_stop: Callable[[], bool] = lambda: False,
+) -> str:
     """Rebuild the step-start commit: base + each checkpoint, verified by checksum.
 
     Returns the commit the next step starts from. `should_stop` is polled
@@ -96,7 +111,8 @@ def replay(paths: RunPaths, workspace: JobWorkspace, worktree: Path, checkpoints
         if exact_hash(diff) != checkpoint.diff_hash:
             raise ReplayError(
                 f"checkpoint {patch_path} does not match its recorded diff hash "
-                f"{checkpoint.diff_hash[:12]}; the original attempt logs are kept under {paths.root}"
+                f"{checkpoint.diff_hash[:12]}; the original attempt logs are kept under "
+                f"{paths.root}"
             )
         try:
             workspace.apply(worktree, diff)
@@ -109,6 +125,7 @@ def replay(paths: RunPaths, workspace: JobWorkspace, worktree: Path, checkpoints
                 f"replay of step {checkpoint.step_index} ({checkpoint.step_id}) did not reproduce "
                 f"{', '.join(mismatched)}; the original attempt logs are kept under {paths.root}"
             )
-        head = workspace.commit(worktree, f"patchheal: step {checkpoint.step_index} "
-                                          f"({checkpoint.step_id}) checkpoint")
+        head = workspace.commit(
+            worktree, f"patchheal: step {checkpoint.step_index} ({checkpoint.step_id}) checkpoint"
+        )
     return head

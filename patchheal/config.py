@@ -61,7 +61,8 @@ class JobSection(_Spec):
     def _id_is_safe(cls, value: str) -> str:
         if not _JOB_ID.match(value):
             raise ValueError(
-                "must be 1-128 of letters, digits, '.', '_' or '-', not starting with one of the last three"
+                "must be 1-128 of letters, digits, '.', '_' or '-', "
+                "starting with a letter or digit"
             )
         return value
 

@@ -13,8 +13,15 @@ from patchheal.errors import BadInput
 from patchheal.events import EventLog
 from patchheal.memory.store import AttemptStore
 
-COMMANDS = ("pause", "resume", "cancel", "takeover", "retry-step", "hard-reset-step",
-            "resume-from-step")
+COMMANDS = (
+    "pause",
+    "resume",
+    "cancel",
+    "takeover",
+    "retry-step",
+    "hard-reset-step",
+    "resume-from-step",
+)
 PAUSE_POLL_SECONDS = 0.5
 
 
@@ -38,7 +45,9 @@ def validate(command: str, arg: int | None) -> None:
 class Directive:
     """What the loop must do after reading the control queue."""
 
-    action: str  # "continue", "cancel", "takeover", "retry-step", "hard-reset-step", "resume-from-step"
+    action: (
+        str  # "continue", "cancel", "takeover", "retry-step", "hard-reset-step", "resume-from-step"
+    )
     arg: int | None = None
     issued_by: str = ""
 
@@ -46,10 +55,16 @@ class Directive:
 class ControlReader:
     """Reads and applies the job's pending control commands, in order."""
 
-    def __init__(self, store: AttemptStore, events: EventLog, job_id: str, *,
-                 sleep: Callable[[float], None] = time.sleep,
-                 heartbeat: Callable[[], None] = lambda: None,
-                 on_message: Callable[[str], None] = lambda _m: None) -> None:
+    def __init__(
+        self,
+        store: AttemptStore,
+        events: EventLog,
+        job_id: str,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        heartbeat: Callable[[], None] = lambda: None,
+        on_message: Callable[[str], None] = lambda _m: None,
+    ) -> None:
         self.store = store
         self.events = events
         self.job_id = job_id
@@ -62,13 +77,21 @@ class ControlReader:
         paused = False
         while True:
             for row in self.store.pending_controls(self.job_id):
-                self.events.emit("control.received", data={
-                    "command": row.command, "arg": row.arg, "issued_by": row.issued_by,
-                    "control_id": row.id})
+                self.events.emit(
+                    "control.received",
+                    data={
+                        "command": row.command,
+                        "arg": row.arg,
+                        "issued_by": row.issued_by,
+                        "control_id": row.id,
+                    },
+                )
                 directive = self._apply(row.command, row.arg, row.issued_by)
                 self.store.finish_control(row.id, result="applied")
-                self.events.emit("control.applied", data={"command": row.command, "arg": row.arg,
-                                                          "control_id": row.id})
+                self.events.emit(
+                    "control.applied",
+                    data={"command": row.command, "arg": row.arg, "control_id": row.id},
+                )
                 if row.command == "pause":
                     paused = True
                     self.on_message(f"paused by {row.issued_by}; waiting for resume")

@@ -14,7 +14,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patchheal.proc import git
 from patchheal.attempt import AttemptRunner, StepState
 from patchheal.checkpoints import discard_checkpoints, load_checkpoints, replay, write_checkpoint
 from patchheal.config import JobSpec
@@ -31,14 +30,19 @@ from patchheal.reproduce import reproduce
 from patchheal.runs import RunPaths
 from patchheal.scrub import Scrubber
 from patchheal.step import JobBudget, StepHealer, StepResult
-from patchheal.summary import build_report, branch_name
-from patchheal.workspace import JobWorkspace
+from patchheal.summary import branch_name, build_report
+from patchheal.workspace import JobWorkspace, worktree_diff
 
 LOCK_TTL_SECONDS = 600.0
 
 # How a step's end maps onto the job's status.
-_JOB_STATUS = {"exhausted": "not_fixed", "stuck": "not_fixed", "manual_handoff": "manual_handoff",
-               "cancelled": "cancelled", "taken_over": "taken_over"}
+_JOB_STATUS = {
+    "exhausted": "not_fixed",
+    "stuck": "not_fixed",
+    "manual_handoff": "manual_handoff",
+    "cancelled": "cancelled",
+    "taken_over": "taken_over",
+}
 
 
 @dataclass
@@ -96,8 +100,11 @@ class HealLoop:
 
         store = AttemptStore(self.options.db)
         try:
-            store.acquire_lock(self.job_id, owner=f"{socket.gethostname()}:{os.getpid()}",
-                               ttl_seconds=LOCK_TTL_SECONDS)
+            store.acquire_lock(
+                self.job_id,
+                owner=f"{socket.gethostname()}:{os.getpid()}",
+                ttl_seconds=LOCK_TTL_SECONDS,
+            )
             try:
                 worktrees = self._run_locked(store)
             finally:
@@ -107,8 +114,10 @@ class HealLoop:
         finally:
             store.close()
         if self.interrupted:
-            raise Interrupted(f"job {self.job_id} interrupted; state saved, report at "
-                              f"{report_paths['md']}; continue with --resume")
+            raise Interrupted(
+                f"job {self.job_id} interrupted; state saved, report at "
+                f"{report_paths['md']}; continue with --resume"
+            )
         exit_code = EXIT_FIXED if self.status == "fixed" else EXIT_NOT_FIXED
         return HealResult(report, report_paths, exit_code, worktrees)
 
@@ -126,17 +135,25 @@ class HealLoop:
             harness, self.harness_reason = create(spec, Path(spec.job.repo))
         self.harness_name = harness.name
         self.say(f"harness: {harness.name} ({self.harness_reason})")
-        events.emit("job.started", data={"repo": spec.job.repo, "base": spec.job.base,
-                                         "base_commit": self.base_commit,
-                                         "spec_toml": self.spec_toml})
-        store.ensure_job(self.job_id, repo=spec.job.repo, base=self.base_commit,
-                         spec_toml=self.spec_toml)
+        events.emit(
+            "job.started",
+            data={
+                "repo": spec.job.repo,
+                "base": spec.job.base,
+                "base_commit": self.base_commit,
+                "spec_toml": self.spec_toml,
+            },
+        )
+        store.ensure_job(
+            self.job_id, repo=spec.job.repo, base=self.base_commit, spec_toml=self.spec_toml
+        )
         store.set_job_status(self.job_id, "running")
         try:
             self._heal_steps(store, events, metrics, workspace, harness)
         except KeyboardInterrupt:
-            self._stop("cancelled", "interrupted (Ctrl-C or SIGTERM); resume with --resume",
-                       retryable=True)
+            self._stop(
+                "cancelled", "interrupted (Ctrl-C or SIGTERM); resume with --resume", retryable=True
+            )
             self.interrupted = True
         except Exception as exc:
             self._stop("error", f"{type(exc).__name__}: {exc}", retryable=False)
@@ -152,24 +169,45 @@ class HealLoop:
         workspace.destroy()
         return []
 
-    def _heal_steps(self, store: AttemptStore, events: EventLog, metrics: Metrics,
-                    workspace: JobWorkspace, harness: Harness) -> None:
+    def _heal_steps(
+        self,
+        store: AttemptStore,
+        events: EventLog,
+        metrics: Metrics,
+        workspace: JobWorkspace,
+        harness: Harness,
+    ) -> None:
         spec = self.spec
-        controls = ControlReader(store, events, self.job_id, sleep=self.options.sleep,
-                                 heartbeat=lambda: store.refresh_lock(self.job_id,
-                                                                      ttl_seconds=LOCK_TTL_SECONDS),
-                                 on_message=self.say)
+        controls = ControlReader(
+            store,
+            events,
+            self.job_id,
+            sleep=self.options.sleep,
+            heartbeat=lambda: store.refresh_lock(self.job_id, ttl_seconds=LOCK_TTL_SECONDS),
+            on_message=self.say,
+        )
         first = self._first_step(events)
         verify_tree = workspace.worktree("verify")
-        start_commit = replay(self.paths, workspace, verify_tree,
-                              load_checkpoints(self.paths, before_step=first),
-                              should_stop=lambda: bool(store.pending_controls(self.job_id)))
-        runner = AttemptRunner(spec, workspace, verify_tree, harness, store, events, self.paths,
-                               self.scrubber, metrics)
-        chain = [(config, create_proposer(config, job=spec, sleep=self.options.sleep))
-                 for config in spec.proposer_chain]
-        budget = JobBudget(self.started, spec.budget.job_wall_seconds,
-                           spec.budget.max_proposer_calls, spec.budget.max_model_tokens)
+        start_commit = replay(
+            self.paths,
+            workspace,
+            verify_tree,
+            load_checkpoints(self.paths, before_step=first),
+            should_stop=lambda: bool(store.pending_controls(self.job_id)),
+        )
+        runner = AttemptRunner(
+            spec, workspace, verify_tree, harness, store, events, self.paths, self.scrubber, metrics
+        )
+        chain = [
+            (config, create_proposer(config, job=spec, sleep=self.options.sleep))
+            for config in spec.proposer_chain
+        ]
+        budget = JobBudget(
+            self.started,
+            spec.budget.job_wall_seconds,
+            spec.budget.max_proposer_calls,
+            spec.budget.max_model_tokens,
+        )
         counter = iter(range(len(store.attempts(job_id=self.job_id)) + 1, 1 << 30))
         hard_resets: dict[int, int] = {}
         index = first
@@ -177,63 +215,112 @@ class HealLoop:
             step_spec = spec.steps[index - 1]
             directive = controls.poll()
             if directive.action in ("cancel", "takeover"):
-                self._stop(_JOB_STATUS["cancelled" if directive.action == "cancel" else "taken_over"],
-                           f"{directive.action} by {directive.issued_by}",
-                           retryable=directive.action == "cancel")
+                self._stop(
+                    _JOB_STATUS["cancelled" if directive.action == "cancel" else "taken_over"],
+                    f"{directive.action} by {directive.issued_by}",
+                    retryable=directive.action == "cancel",
+                )
                 return
             events.emit("step.started", step_id=step_spec.name, step_index=index)
             self.say(f"step {index} ({step_spec.name}): reproducing `{step_spec.command}`")
             workspace.reset(verify_tree, to=start_commit)
-            repro = reproduce(harness, step_spec, verify_tree, spec.budget,
-                              regression=spec.regression.command)
+            repro = reproduce(
+                harness, step_spec, verify_tree, spec.budget, regression=spec.regression.command
+            )
             runner.harness_prepared = True
             failure, classification = repro.failure, repro.classification
-            report = StepReport(index=index, name=step_spec.name, command=step_spec.command,
-                                status="pending", failure=failure, classification=classification,
-                                ci_fingerprint=repro.ci_fingerprint, attempts=())
+            report = StepReport(
+                index=index,
+                name=step_spec.name,
+                command=step_spec.command,
+                status="pending",
+                failure=failure,
+                classification=classification,
+                ci_fingerprint=repro.ci_fingerprint,
+                attempts=(),
+            )
             if failure is not None:
-                events.emit("failure.recorded", step_id=step_spec.name, step_index=index,
-                            fingerprint=failure.fingerprint,
-                            failure_class=classification.failure_class.value if classification else None,
-                            data={"failure": failure.model_dump(mode="json"),
-                                  "classification": classification.model_dump(mode="json")
-                                  if classification else None})
-                store.record_failure(failure, job_id=self.job_id, step_index=index,
-                                     classification=classification)
-            if repro.verdict.passed or failure is None or classification is None \
-                    or classification.failure_class not in PATCHABLE_CLASSES:
+                events.emit(
+                    "failure.recorded",
+                    step_id=step_spec.name,
+                    step_index=index,
+                    fingerprint=failure.fingerprint,
+                    failure_class=classification.failure_class.value if classification else None,
+                    data={
+                        "failure": failure.model_dump(mode="json"),
+                        "classification": classification.model_dump(mode="json")
+                        if classification
+                        else None,
+                    },
+                )
+                store.record_failure(
+                    failure, job_id=self.job_id, step_index=index, classification=classification
+                )
+            if (
+                repro.verdict.passed
+                or failure is None
+                or classification is None
+                or classification.failure_class not in PATCHABLE_CLASSES
+            ):
                 cls = classification.failure_class.value if classification else "none"
-                why = (f"not patched: classified {cls}" if classification
-                       else "the step passes on its starting point: nothing to heal")
-                self.step_reports[index] = report.model_copy(update={"status": "not_patchable",
-                                                                      "stop_reason": why})
-                self._stop("not_patchable", why,
-                           retryable=bool(classification and classification.retryable))
+                why = (
+                    f"not patched: classified {cls}"
+                    if classification
+                    else "the step passes on its starting point: nothing to heal"
+                )
+                self.step_reports[index] = report.model_copy(
+                    update={"status": "not_patchable", "stop_reason": why}
+                )
+                self._stop(
+                    "not_patchable",
+                    why,
+                    retryable=bool(classification and classification.retryable),
+                )
                 self.say(f"step {index}: {why}")
                 return
-            self.say(f"step {index}: fingerprint {failure.fingerprint} "
-                     f"({classification.failure_class.value}): {failure.error_type} "
-                     f"{failure.message[:120]}")
-            events.emit("self_heal.triggered", step_id=step_spec.name, step_index=index,
-                        fingerprint=failure.fingerprint,
-                        failure_class=classification.failure_class.value)
-            state = StepState(index, step_spec, start_commit, failure, repro.verdict,
-                              repro.regression_baseline)
-            healer = StepHealer(runner, chain, classification, budget, controls,
-                                lambda: next(counter), self.say,
-                                hard_resets_done=hard_resets.get(index, 0))
+            self.say(
+                f"step {index}: fingerprint {failure.fingerprint} "
+                f"({classification.failure_class.value}): {failure.error_type} "
+                f"{failure.message[:120]}"
+            )
+            events.emit(
+                "self_heal.triggered",
+                step_id=step_spec.name,
+                step_index=index,
+                fingerprint=failure.fingerprint,
+                failure_class=classification.failure_class.value,
+            )
+            state = StepState(
+                index, step_spec, start_commit, failure, repro.verdict, repro.regression_baseline
+            )
+            healer = StepHealer(
+                runner,
+                chain,
+                classification,
+                budget,
+                controls,
+                lambda: next(counter),
+                self.say,
+                hard_resets_done=hard_resets.get(index, 0),
+            )
             result = healer.heal(state)
             hard_resets[index] = healer.hard_resets_done
-            self.step_reports[index] = report.model_copy(update={"attempts": tuple(result.attempts),
-                                                                  "stop_reason": result.reason})
+            self.step_reports[index] = report.model_copy(
+                update={"attempts": tuple(result.attempts), "stop_reason": result.reason}
+            )
             if result.status == "fixed":
-                start_commit = self._checkpoint(events, workspace, verify_tree, state, result,
-                                                start_commit)
+                start_commit = self._checkpoint(
+                    events, workspace, verify_tree, state, result, start_commit
+                )
                 index += 1
                 continue
             if result.status == "hard_reset":
-                events.emit("self_heal.escalated", step_id=step_spec.name, step_index=index,
-                            data={"to": "hard_reset", "reason": result.reason})
+                events.emit(
+                    "self_heal.escalated",
+                    step_id=step_spec.name,
+                    step_index=index,
+                    data={"to": "hard_reset", "reason": result.reason},
+                )
                 self.say(f"step {index}: hard reset ({result.reason})")
                 verify_tree, start_commit = self._hard_reset(workspace, index, store)
                 runner.verify_tree = verify_tree
@@ -248,14 +335,22 @@ class HealLoop:
                 index = target
                 continue
             if result.status in ("exhausted", "stuck"):
-                events.emit("self_heal.exhausted", step_id=step_spec.name, step_index=index,
-                            fingerprint=failure.fingerprint,
-                            failure_class=classification.failure_class.value,
-                            data={"reason": result.reason})
+                events.emit(
+                    "self_heal.exhausted",
+                    step_id=step_spec.name,
+                    step_index=index,
+                    fingerprint=failure.fingerprint,
+                    failure_class=classification.failure_class.value,
+                    data={"reason": result.reason},
+                )
             self.step_reports[index] = self.step_reports[index].model_copy(
-                update={"status": "not_fixed"})
-            self._stop(_JOB_STATUS[result.status], f"step {index} ({step_spec.name}): {result.reason}",
-                       retryable=result.retryable)
+                update={"status": "not_fixed"}
+            )
+            self._stop(
+                _JOB_STATUS[result.status],
+                f"step {index} ({step_spec.name}): {result.reason}",
+                retryable=result.retryable,
+            )
             return
         self._publish(workspace, verify_tree, start_commit)
 
@@ -265,16 +360,21 @@ class HealLoop:
             if not 1 <= options.from_step <= len(self.spec.steps):
                 from patchheal.errors import BadInput
 
-                raise BadInput(f"--from-step {options.from_step}: the job has "
-                               f"{len(self.spec.steps)} step(s)")
+                raise BadInput(
+                    f"--from-step {options.from_step}: the job has {len(self.spec.steps)} step(s)"
+                )
             have = len(load_checkpoints(self.paths, before_step=options.from_step))
             if have < options.from_step - 1:
                 from patchheal.errors import BadInput
 
-                raise BadInput(f"--from-step {options.from_step}: only {have} step checkpoint(s) "
-                               f"exist under {self.paths.steps_dir}")
+                raise BadInput(
+                    f"--from-step {options.from_step}: only {have} step checkpoint(s) "
+                    f"exist under {self.paths.steps_dir}"
+                )
             discard_checkpoints(self.paths, from_step=options.from_step)
-            events.emit("resume.from_step", step_index=options.from_step, data={"how": "--from-step"})
+            events.emit(
+                "resume.from_step", step_index=options.from_step, data={"how": "--from-step"}
+            )
             return options.from_step
         if options.resume:
             done = len(load_checkpoints(self.paths))
@@ -285,45 +385,83 @@ class HealLoop:
         discard_checkpoints(self.paths, from_step=1)
         return 1
 
-    def _checkpoint(self, events: EventLog, workspace: JobWorkspace, tree: Path, state: StepState,
-                    result: StepResult, start_commit: str) -> str:
+    def _checkpoint(
+        self,
+        events: EventLog,
+        workspace: JobWorkspace,
+        tree: Path,
+        state: StepState,
+        result: StepResult,
+        start_commit: str,
+    ) -> str:
         assert result.fix is not None
         fix = result.fix
         workspace.reset(tree, to=start_commit)
         workspace.apply(tree, fix.diff)
-        commit = workspace.commit(tree, f"patchheal: heal step {state.index} ({state.spec.name})\n\n"
-                                        f"strategy: {fix.strategy}\nfingerprint: {fix.fingerprint}\n"
-                                        f"{fix.rationale}".rstrip())
-        events.emit("step.checkpointed", step_id=state.spec.name, step_index=state.index,
-                    attempt=fix.attempt_number, diff_hash=fix.diff_hash, strategy=fix.strategy)
-        write_checkpoint(self.paths, step_id=state.spec.name, step_index=state.index,
-                         attempt=fix.attempt_number, attempt_id=None, diff=fix.diff, worktree=tree,
-                         commit=commit)
-        events.emit("self_heal.recovered", step_id=state.spec.name, step_index=state.index,
-                    attempt=fix.attempt_number, fingerprint=fix.fingerprint,
-                    diff_hash=fix.diff_hash, strategy=fix.strategy)
+        commit = workspace.commit(
+            tree,
+            f"patchheal: heal step {state.index} ({state.spec.name})\n\n"
+            f"strategy: {fix.strategy}\nfingerprint: {fix.fingerprint}\n"
+            f"{fix.rationale}".rstrip(),
+        )
+        events.emit(
+            "step.checkpointed",
+            step_id=state.spec.name,
+            step_index=state.index,
+            attempt=fix.attempt_number,
+            diff_hash=fix.diff_hash,
+            strategy=fix.strategy,
+        )
+        write_checkpoint(
+            self.paths,
+            step_id=state.spec.name,
+            step_index=state.index,
+            attempt=fix.attempt_number,
+            attempt_id=None,
+            diff=fix.diff,
+            worktree=tree,
+            commit=commit,
+        )
+        events.emit(
+            "self_heal.recovered",
+            step_id=state.spec.name,
+            step_index=state.index,
+            attempt=fix.attempt_number,
+            fingerprint=fix.fingerprint,
+            diff_hash=fix.diff_hash,
+            strategy=fix.strategy,
+        )
         self.step_reports[state.index] = self.step_reports[state.index].model_copy(
-            update={"status": "fixed",
-                    "checkpoint_patch": str(self.paths.checkpoint_patch(state.index))})
+            update={
+                "status": "fixed",
+                "checkpoint_patch": str(self.paths.checkpoint_patch(state.index)),
+            }
+        )
         self.say(f"step {state.index}: fixed by {fix.label or fix.strategy}; checkpoint written")
         return commit
 
-    def _hard_reset(self, workspace: JobWorkspace, step_index: int, store: AttemptStore
-                    ) -> tuple[Path, str]:
+    def _hard_reset(
+        self, workspace: JobWorkspace, step_index: int, store: AttemptStore
+    ) -> tuple[Path, str]:
         """Recreate the worktree from the base ref and replay the earlier steps' checkpoints."""
         for tree in workspace.list_worktrees():
             workspace.remove(tree)
         tree = workspace.worktree("verify")
-        commit = replay(self.paths, workspace, tree,
-                        load_checkpoints(self.paths, before_step=step_index),
-                        should_stop=lambda: bool(store.pending_controls(self.job_id)))
+        commit = replay(
+            self.paths,
+            workspace,
+            tree,
+            load_checkpoints(self.paths, before_step=step_index),
+            should_stop=lambda: bool(store.pending_controls(self.job_id)),
+        )
         return tree, commit
 
     def _publish(self, workspace: JobWorkspace, tree: Path, head: str) -> None:
         branch = branch_name(self.job_id)
         workspace.publish(head, branch)
         self.branch = branch
-        self.final_diff = git("diff", "--binary", workspace.base_commit, head, cwd=tree).output
+        # The verify tree is at `head` now; its diff against the base is the whole fix.
+        self.final_diff = worktree_diff(tree, base=workspace.base_commit)
         self._stop("fixed", f"every step verified; branch {branch}", retryable=False)
 
     def _stop(self, status: str, reason: str, *, retryable: bool) -> None:

@@ -8,6 +8,7 @@ that keeps the head and the tail (the failure is usually at the end).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import selectors
 import signal
@@ -107,10 +108,8 @@ def run(
     timeout is reported in `CommandResult.timed_out` after the whole process
     group has been killed.
     """
-    shell = isinstance(argv, str)
     shown = argv if isinstance(argv, str) else " ".join(argv)
     args: list[str] = ["/bin/sh", "-c", argv] if isinstance(argv, str) else list(argv)
-    del shell
     started = time.monotonic()
     proc = subprocess.Popen(
         args,
@@ -122,10 +121,8 @@ def run(
         start_new_session=True,
     )
     if stdin is not None and proc.stdin is not None:
-        try:
+        with contextlib.suppress(BrokenPipeError):  # the child may not read its input
             proc.stdin.write(stdin)
-        except BrokenPipeError:
-            pass
         proc.stdin.close()
     assert proc.stdout is not None
     buffer = _CappedBuffer(output_cap)

@@ -46,7 +46,8 @@ class JobBudget:
 class StepResult:
     """How healing a step ended."""
 
-    status: str  # fixed | exhausted | stuck | manual_handoff | cancelled | taken_over | hard_reset | from_step
+    # fixed | exhausted | stuck | manual_handoff | cancelled | taken_over | hard_reset | from_step
+    status: str
     reason: str
     retryable: bool = False
     fix: AttemptRecord | None = None
@@ -74,15 +75,25 @@ class StepHealer:
         fp = step.failure.fingerprint
         self._screen_static(step)
         for known in store.verified_fixes(fp, limit=3):
-            self.say(f"memory: trying the fix that verified for this fingerprint before "
-                     f"(job {known.job_id}, attempt {known.attempt_number}) first")
-            record = self._attempt(Candidate(diff=known.diff, strategy=known.strategy,
-                                             rationale=f"reused: {known.rationale}".strip(),
-                                             proposer="memory", label=known.label or "known fix"),
-                                   step, reuse=True)
+            self.say(
+                f"memory: trying the fix that verified for this fingerprint before "
+                f"(job {known.job_id}, attempt {known.attempt_number}) first"
+            )
+            record = self._attempt(
+                Candidate(
+                    diff=known.diff,
+                    strategy=known.strategy,
+                    rationale=f"reused: {known.rationale}".strip(),
+                    proposer="memory",
+                    label=known.label or "known fix",
+                ),
+                step,
+                reuse=True,
+            )
             if record.outcome is Outcome.FIXED:
-                return StepResult("fixed", "a fix from memory verified", fix=record,
-                                  attempts=step.attempts)
+                return StepResult(
+                    "fixed", "a fix from memory verified", fix=record, attempts=step.attempts
+                )
         spent = 0
         candidates = 0
         no_progress = 0
@@ -95,10 +106,17 @@ class StepHealer:
                 exhausted.clear()
             elif directive.action != "continue":
                 return self._directive_result(directive, step)
-            if spent >= limits.max_attempts or candidates >= limits.max_attempts * CANDIDATES_PER_ATTEMPT:
+            if (
+                spent >= limits.max_attempts
+                or candidates >= limits.max_attempts * CANDIDATES_PER_ATTEMPT
+            ):
                 self.runner.metrics.incr("self_heal.exhausted_total", tags=self._tags())
-                return StepResult("exhausted", f"attempt budget spent ({spent} verified, "
-                                  f"{candidates} candidates)", retryable=True, attempts=step.attempts)
+                return StepResult(
+                    "exhausted",
+                    f"attempt budget spent ({spent} verified, {candidates} candidates)",
+                    retryable=True,
+                    attempts=step.attempts,
+                )
             why = self.budget.spent()
             if why is not None:
                 return StepResult("manual_handoff", why, attempts=step.attempts)
@@ -106,16 +124,27 @@ class StepHealer:
                 self.runner.metrics.incr("step.no_progress_total", tags=self._tags())
                 if self.hard_resets_done < limits.max_hard_resets:
                     self.hard_resets_done += 1
-                    return StepResult("hard_reset", f"no progress in {no_progress} attempts in a row",
-                                      attempts=step.attempts)
-                return StepResult("stuck", f"no progress in {no_progress} attempts in a row and "
-                                  f"{self.hard_resets_done} hard reset(s) done", retryable=True,
-                                  attempts=step.attempts)
-            picked = self._pick(len([a for a in step.attempts if a.outcome is not Outcome.FIXED]),
-                                exhausted)
+                    return StepResult(
+                        "hard_reset",
+                        f"no progress in {no_progress} attempts in a row",
+                        attempts=step.attempts,
+                    )
+                return StepResult(
+                    "stuck",
+                    f"no progress in {no_progress} attempts in a row and "
+                    f"{self.hard_resets_done} hard reset(s) done",
+                    retryable=True,
+                    attempts=step.attempts,
+                )
+            picked = self._pick(
+                len([a for a in step.attempts if a.outcome is not Outcome.FIXED]), exhausted
+            )
             if picked is None:
-                return StepResult("manual_handoff", "every proposer has run out of candidates",
-                                  attempts=step.attempts)
+                return StepResult(
+                    "manual_handoff",
+                    "every proposer has run out of candidates",
+                    attempts=step.attempts,
+                )
             index, proposer = picked
             try:
                 candidate = self._propose(proposer, step)
@@ -124,10 +153,16 @@ class StepHealer:
                 spent += 1
                 continue
             except TransientProposerError as exc:
-                return StepResult("manual_handoff", f"proposer unavailable: {exc}", retryable=True,
-                                  attempts=step.attempts)
+                return StepResult(
+                    "manual_handoff",
+                    f"proposer unavailable: {exc}",
+                    retryable=True,
+                    attempts=step.attempts,
+                )
             except ProposerError as exc:
-                return StepResult("manual_handoff", f"proposer failed: {exc}", attempts=step.attempts)
+                return StepResult(
+                    "manual_handoff", f"proposer failed: {exc}", attempts=step.attempts
+                )
             if candidate is None:
                 exhausted.add(index)
                 continue
@@ -142,12 +177,15 @@ class StepHealer:
             else:
                 no_progress = 0
 
-    def _attempt(self, candidate: Candidate, step: StepState, *, reuse: bool = False
-                 ) -> AttemptRecord:
+    def _attempt(
+        self, candidate: Candidate, step: StepState, *, reuse: bool = False
+    ) -> AttemptRecord:
         record = self.runner.run(candidate, step, self.next_number(), reuse=reuse)
         step.attempts.append(record)
-        self.say(f"attempt {record.attempt_number}: {record.label or record.strategy} "
-                 f"[{record.strategy}] -> {record.outcome.value}: {record.reason[:160]}")
+        self.say(
+            f"attempt {record.attempt_number}: {record.label or record.strategy} "
+            f"[{record.strategy}] -> {record.outcome.value}: {record.reason[:160]}"
+        )
         if record.outcome is Outcome.FIXED:
             self.runner.metrics.incr("self_heal.recovered_total", tags=self._tags(record.strategy))
         return record
@@ -176,8 +214,11 @@ class StepHealer:
 
     def _pick(self, failed: int, exhausted: set[int]) -> tuple[int, Proposer] | None:
         """The strongest proposer in the chain whose turn has come and that has candidates."""
-        eligible = [(i, p) for i, (config, p) in enumerate(self.chain)
-                    if config.after_failures <= failed and i not in exhausted]
+        eligible = [
+            (i, p)
+            for i, (config, p) in enumerate(self.chain)
+            if config.after_failures <= failed and i not in exhausted
+        ]
         if not eligible:
             return None
         return eligible[-1]
@@ -187,44 +228,66 @@ class StepHealer:
         store = runner.store
         prior = store.attempts(fingerprint=step.failure.fingerprint)
         try:
-            hints = store.similar_fixes(step.failure, limit=3,
-                                        exclude_fingerprint=step.failure.fingerprint)
+            hints = store.similar_fixes(
+                step.failure, limit=3, exclude_fingerprint=step.failure.fingerprint
+            )
         except Exception as exc:  # memory hints are advisory: a failing read never blocks the loop
             self.say(f"memory hints unavailable: {exc}")
             hints = []
         failed = [a for a in step.attempts if a.outcome is not Outcome.FIXED]
         propose_tree = runner.workspace.worktree("propose", at=step.start_commit)
-        context = build_context(job=runner.job, step_index=step.index, failure=step.failure,
-                                classification=self.classification, worktree=propose_tree,
-                                prior=prior, hints=hints, widen=len(failed) >= 3)
+        context = build_context(
+            job=runner.job,
+            step_index=step.index,
+            failure=step.failure,
+            classification=self.classification,
+            worktree=propose_tree,
+            prior=prior,
+            hints=hints,
+            widen=len(failed) >= 3,
+        )
         self.budget.calls += 1
-        candidate = proposer.propose(ProposalRequest(context=context, worktree=propose_tree,
-                                                     attempt_number=len(step.attempts) + 1))
+        candidate = proposer.propose(
+            ProposalRequest(
+                context=context, worktree=propose_tree, attempt_number=len(step.attempts) + 1
+            )
+        )
         if candidate is not None:
             self.budget.tokens += candidate.tokens_used
         return candidate
 
-    def _record_proposer_timeout(self, step: StepState, proposer: Proposer, why: str
-                                 ) -> AttemptRecord:
+    def _record_proposer_timeout(
+        self, step: StepState, proposer: Proposer, why: str
+    ) -> AttemptRecord:
         candidate = Candidate(diff="", strategy="timeout", rationale=why, proposer=proposer.name)
-        record = self.runner.record_without_candidate(candidate, step, self.next_number(),
-                                                      Outcome.TIMEOUT, f"proposer {why}")
+        record = self.runner.record_without_candidate(
+            candidate, step, self.next_number(), Outcome.TIMEOUT, f"proposer {why}"
+        )
         step.attempts.append(record)
         self.say(f"attempt {record.attempt_number}: proposer timed out: {why}")
         return record
 
     @staticmethod
     def _made_no_progress(record: AttemptRecord, step: StepState) -> bool:
-        if record.outcome is Outcome.REJECTED_REPEAT:
-            return True
-        return record.outcome is Outcome.NO_EFFECT and "failure unchanged" in record.reason
+        """The same fingerprint with the same (normalized) diff again: a proposer going round
+        in circles. A new patch with no effect is not stuck, it is a failed idea."""
+        del step
+        return record.outcome is Outcome.REJECTED_REPEAT
 
     def _directive_result(self, directive: Directive, step: StepState) -> StepResult:
-        status = {"cancel": "cancelled", "takeover": "taken_over",
-                  "hard-reset-step": "hard_reset", "resume-from-step": "from_step"}[directive.action]
-        return StepResult(status, f"{directive.action} by {directive.issued_by}",
-                          retryable=directive.action == "cancel", arg=directive.arg,
-                          attempts=step.attempts)
+        status = {
+            "cancel": "cancelled",
+            "takeover": "taken_over",
+            "hard-reset-step": "hard_reset",
+            "resume-from-step": "from_step",
+        }[directive.action]
+        return StepResult(
+            status,
+            f"{directive.action} by {directive.issued_by}",
+            retryable=directive.action == "cancel",
+            arg=directive.arg,
+            attempts=step.attempts,
+        )
 
     def _tags(self, strategy: str = "") -> dict[str, str]:
         tags = {"failure_class": self.classification.failure_class.value}

@@ -24,19 +24,23 @@ def branch_name(job_id: str) -> str:
 
 def _next_actions(loop: HealLoop, steps: list[StepReport]) -> tuple[str, ...]:
     if loop.status == "fixed":
-        return (f"Inspect the verified patch: git -C {loop.spec.job.repo} log -p "
-                f"{loop.spec.job.base}..{loop.branch}",
-                "Open a pull request from that branch once reviewed.")
+        return (
+            f"Inspect the verified patch: git -C {loop.spec.job.repo} log -p "
+            f"{loop.spec.job.base}..{loop.branch}",
+            "Open a pull request from that branch once reviewed.",
+        )
     actions: list[str] = []
     for step in steps:
         if step.classification is not None and step.status != "fixed":
-            actions.extend(step.classification.next_actions
-                           or runbook(step.classification.failure_class))
+            actions.extend(
+                step.classification.next_actions or runbook(step.classification.failure_class)
+            )
     if loop.status == "manual_handoff":
         actions.append("Hand the step to a person: the attempts above list what was tried.")
     if loop.retryable:
-        actions.append(f"Requeue later or continue with: patchheal heal JOB.toml --resume "
-                       f"(job {loop.job_id})")
+        actions.append(
+            f"Requeue later or continue with: patchheal heal JOB.toml --resume (job {loop.job_id})"
+        )
     return tuple(dict.fromkeys(actions))
 
 
@@ -79,10 +83,17 @@ def json_summary(report: JobReport, paths: dict[str, Path]) -> dict[str, Any]:
         "stop_reason": report.stop_reason,
         "branch": report.branch,
         "attempts": [
-            {"step": s.index, "attempt": a.attempt_number, "label": a.label,
-             "outcome": a.outcome.value, "diff_hash": a.diff_hash, "strategy": a.strategy,
-             "reason": a.reason}
-            for s in report.steps for a in s.attempts
+            {
+                "step": s.index,
+                "attempt": a.attempt_number,
+                "label": a.label,
+                "outcome": a.outcome.value,
+                "diff_hash": a.diff_hash,
+                "strategy": a.strategy,
+                "reason": a.reason,
+            }
+            for s in report.steps
+            for a in s.attempts
         ],
         "reports": {kind: str(path) for kind, path in paths.items()},
     }

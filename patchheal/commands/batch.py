@@ -30,18 +30,28 @@ def parse_shard(value: str | None) -> tuple[int, int] | None:
         return None
     left, _, right = value.partition("/")
     if not (left.isdigit() and right.isdigit()) or not 0 <= int(left) < int(right):
-        raise click.BadParameter(f"expected I/N with 0 <= I < N, got {value!r}",
-                                 param_hint="--shard")
+        raise click.BadParameter(
+            f"expected I/N with 0 <= I < N, got {value!r}", param_hint="--shard"
+        )
     return int(left), int(right)
 
 
 @click.command()
-@click.argument("job_files", nargs=-1, required=True,
-                type=click.Path(dir_okay=False, path_type=Path))
+@click.argument(
+    "job_files", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path)
+)
 @click.option("--shard", default=None, metavar="I/N", help="take only shard I of N (0-based)")
 @state_options
-def batch(job_files: tuple[Path, ...], shard: str | None, db: str, reports_dir: str,
-          state_dir: str, as_json: bool, keep: bool, statsd: str | None) -> None:
+def batch(
+    job_files: tuple[Path, ...],
+    shard: str | None,
+    db: str,
+    reports_dir: str,
+    state_dir: str,
+    as_json: bool,
+    keep: bool,
+    statsd: str | None,
+) -> None:
     """Heal each JOB_FILE in turn. Exits 0 when all are fixed, else the worst code."""
     from patchheal.commands.heal import run_heal
     from patchheal.config import load_spec, spec_to_toml
@@ -52,9 +62,18 @@ def batch(job_files: tuple[Path, ...], shard: str | None, db: str, reports_dir: 
     for path in chosen:
         try:
             spec = load_spec(path)
-            codes.append(run_heal(spec, spec_to_toml(spec), db=db, reports_dir=reports_dir,
-                                  state_dir=state_dir, as_json=as_json, keep=keep,
-                                  statsd=statsd))
+            codes.append(
+                run_heal(
+                    spec,
+                    spec_to_toml(spec),
+                    db=db,
+                    reports_dir=reports_dir,
+                    state_dir=state_dir,
+                    as_json=as_json,
+                    keep=keep,
+                    statsd=statsd,
+                )
+            )
         except PatchhealError as exc:
             click.echo(f"{path}: {exc}", err=True)
             codes.append(exc.exit_code)

@@ -7,12 +7,27 @@ import click
 
 @click.command()
 @click.argument("job_id")
-@click.argument("command", type=click.Choice(["pause", "resume", "cancel", "takeover",
-                                              "retry-step", "hard-reset-step",
-                                              "resume-from-step"]))
+@click.argument(
+    "command",
+    type=click.Choice(
+        [
+            "pause",
+            "resume",
+            "cancel",
+            "takeover",
+            "retry-step",
+            "hard-reset-step",
+            "resume-from-step",
+        ]
+    ),
+)
 @click.argument("step", type=int, required=False)
-@click.option("--db", default="var/memory/attempts.sqlite3", show_default=True,
-              help="the attempt store the job runs against")
+@click.option(
+    "--db",
+    default="var/memory/attempts.sqlite3",
+    show_default=True,
+    help="the attempt store the job runs against",
+)
 def control(job_id: str, command: str, step: int | None, db: str) -> None:
     """Queue COMMAND for JOB_ID; the loop applies it before its next attempt.
 
@@ -27,9 +42,12 @@ def control(job_id: str, command: str, step: int | None, db: str) -> None:
     try:
         job = store.job(job_id)
         if job is None:
-            click.echo(f"warning: no job {job_id!r} in {db} yet; the command waits for it", err=True)
+            click.echo(
+                f"warning: no job {job_id!r} in {db} yet; the command waits for it", err=True
+            )
         control_id = store.enqueue_control(job_id, command, arg=step, issued_by=issuer())
     finally:
         store.close()
-    click.echo(f"queued {command}{'' if step is None else f' {step}'} for {job_id} "
-               f"(control {control_id})")
+    click.echo(
+        f"queued {command}{'' if step is None else f' {step}'} for {job_id} (control {control_id})"
+    )

@@ -19,9 +19,14 @@ from patchheal.commands.options import state_options
 DEMO_JOB_ID = "demo-pricing"
 # A fixed identity and date, so the example's base commit is the same on
 # every machine (and so is everything derived from it).
-_GIT_ENV = {"GIT_AUTHOR_NAME": "Demo Shop", "GIT_AUTHOR_EMAIL": "dev@demo-shop.invalid",
-            "GIT_COMMITTER_NAME": "Demo Shop", "GIT_COMMITTER_EMAIL": "dev@demo-shop.invalid",
-            "GIT_AUTHOR_DATE": "2026-01-05T09:00:00Z", "GIT_COMMITTER_DATE": "2026-01-05T09:00:00Z"}
+_GIT_ENV = {
+    "GIT_AUTHOR_NAME": "Demo Shop",
+    "GIT_AUTHOR_EMAIL": "dev@demo-shop.invalid",
+    "GIT_COMMITTER_NAME": "Demo Shop",
+    "GIT_COMMITTER_EMAIL": "dev@demo-shop.invalid",
+    "GIT_AUTHOR_DATE": "2026-01-05T09:00:00Z",
+    "GIT_COMMITTER_DATE": "2026-01-05T09:00:00Z",
+}
 
 JOB_TEMPLATE = """\
 # Written by `patchheal demo`: heal it again with `patchheal heal {job_file}`.
@@ -55,8 +60,10 @@ def example_dir() -> Path:
 
     root = Path(__file__).resolve().parents[2] / "examples" / "demo"
     if not (root / "project").is_dir():
-        raise BadInput(f"the bundled example is missing at {root}; install patchheal from a "
-                       "clone with `pip install -e .`")
+        raise BadInput(
+            f"the bundled example is missing at {root}; install patchheal from a "
+            "clone with `pip install -e .`"
+        )
     return root
 
 
@@ -68,22 +75,40 @@ def materialize(workdir: Path) -> tuple[Path, Path]:
     repo = workdir / "pricing"
     if repo.exists():
         shutil.rmtree(repo)
-    shutil.copytree(example / "project", repo,
-                    ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache", "*.egg-info"))
+    shutil.copytree(
+        example / "project",
+        repo,
+        ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache", "*.egg-info"),
+    )
     env = {**no_git_env(), **_GIT_ENV}
-    for args in (["init", "-q", "-b", "main"], ["add", "-A"],
-                 ["commit", "-q", "-m", "pricing: bulk discounts and shipping"]):
+    for args in (
+        ["init", "-q", "-b", "main"],
+        ["add", "-A"],
+        ["commit", "-q", "-m", "pricing: bulk discounts and shipping"],
+    ):
         subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True)
     return repo, workdir / "job.toml"
 
 
 @click.command()
-@click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="where the example repository is created [default: a temp directory]")
+@click.option(
+    "--workdir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="where the example repository is created [default: a temp directory]",
+)
 @click.option("--harness", default="auto", show_default=True, help="auto, local, or a harness name")
 @state_options
-def demo(workdir: Path | None, harness: str, db: str, reports_dir: str, state_dir: str,
-         as_json: bool, keep: bool, statsd: str | None) -> None:
+def demo(
+    workdir: Path | None,
+    harness: str,
+    db: str,
+    reports_dir: str,
+    state_dir: str,
+    as_json: bool,
+    keep: bool,
+    statsd: str | None,
+) -> None:
     """Heal the bundled failing example; prints the verified branch and the report."""
     from patchheal.commands.heal import run_heal
     from patchheal.config import load_spec, spec_to_toml
@@ -91,12 +116,29 @@ def demo(workdir: Path | None, harness: str, db: str, reports_dir: str, state_di
     workdir = (workdir or Path(tempfile.gettempdir()) / "patchheal-demo").resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     repo, job_file = materialize(workdir)
-    job_file.write_text(JOB_TEMPLATE.format(
-        job_file=job_file, job_id=DEMO_JOB_ID, repo=repo, harness=harness,
-        candidates=example_dir() / "candidates"), encoding="utf-8")
+    job_file.write_text(
+        JOB_TEMPLATE.format(
+            job_file=job_file,
+            job_id=DEMO_JOB_ID,
+            repo=repo,
+            harness=harness,
+            candidates=example_dir() / "candidates",
+        ),
+        encoding="utf-8",
+    )
     if not as_json:
         click.echo(f"demo: example repository {repo} (a real bug, a failing pytest test)")
         click.echo(f"demo: job spec {job_file}")
     spec = load_spec(job_file)
-    sys.exit(run_heal(spec, spec_to_toml(spec), db=db, reports_dir=reports_dir,
-                      state_dir=state_dir, as_json=as_json, keep=keep, statsd=statsd))
+    sys.exit(
+        run_heal(
+            spec,
+            spec_to_toml(spec),
+            db=db,
+            reports_dir=reports_dir,
+            state_dir=state_dir,
+            as_json=as_json,
+            keep=keep,
+            statsd=statsd,
+        )
+    )

@@ -17,9 +17,19 @@ def _budget_overrides(values: dict[str, Any]) -> dict[str, Any]:
     return {"budget": budget} if budget else {}
 
 
-def run_heal(spec: Any, spec_toml: str, *, db: str, reports_dir: str, state_dir: str,
-             as_json: bool, keep: bool, statsd: str | None, resume: bool = False,
-             from_step: int | None = None) -> int:
+def run_heal(
+    spec: Any,
+    spec_toml: str,
+    *,
+    db: str,
+    reports_dir: str,
+    state_dir: str,
+    as_json: bool,
+    keep: bool,
+    statsd: str | None,
+    resume: bool = False,
+    from_step: int | None = None,
+) -> int:
     """Heal one validated spec and print where the results are. Returns the exit code."""
     from patchheal.loop import HealLoop, HealOptions
     from patchheal.summary import json_summary
@@ -29,17 +39,27 @@ def run_heal(spec: Any, spec_toml: str, *, db: str, reports_dir: str, state_dir:
     def say(message: str) -> None:
         click.echo(f"[{spec.job.id}] {message}", err=True)
 
-    options = HealOptions(state_dir=Path(state_dir), db=db, reports_dir=Path(reports_dir),
-                          keep_worktrees=keep, resume=resume, from_step=from_step,
-                          statsd_host=host, statsd_port=port, say=say)
+    options = HealOptions(
+        state_dir=Path(state_dir),
+        db=db,
+        reports_dir=Path(reports_dir),
+        keep_worktrees=keep,
+        resume=resume,
+        from_step=from_step,
+        statsd_host=host,
+        statsd_port=port,
+        say=say,
+    )
     result = HealLoop(spec, spec_toml, options).run()
     report = result.report
     if as_json:
         click.echo(json.dumps(json_summary(report, result.report_paths), indent=2))
     else:
-        click.echo(f"job {report.job_id}: {report.status}"
-                   + (" (retryable)" if report.retryable else "")
-                   + (f" — {report.stop_reason}" if report.stop_reason else ""))
+        click.echo(
+            f"job {report.job_id}: {report.status}"
+            + (" (retryable)" if report.retryable else "")
+            + (f" — {report.stop_reason}" if report.stop_reason else "")
+        )
         if report.branch:
             click.echo(f"verified branch: {report.branch} in {report.repo}")
         for kind, path in result.report_paths.items():
@@ -68,11 +88,26 @@ def run_heal(spec: Any, spec_toml: str, *, db: str, reports_dir: str, state_dir:
 @click.option("--max-hard-resets", type=int, default=None)
 @click.option("--job-wall-seconds", type=float, default=None)
 @state_options
-def heal(job_file: Path | None, repo: str | None, base: str, steps: tuple[str, ...],
-         regression: str | None, proposer: str | None, harness: str | None, job_id: str | None,
-         print_spec: bool, resume: bool, from_step: int | None, db: str, reports_dir: str,
-         state_dir: str, as_json: bool, keep: bool, statsd: str | None,
-         **budget: Any) -> None:
+def heal(
+    job_file: Path | None,
+    repo: str | None,
+    base: str,
+    steps: tuple[str, ...],
+    regression: str | None,
+    proposer: str | None,
+    harness: str | None,
+    job_id: str | None,
+    print_spec: bool,
+    resume: bool,
+    from_step: int | None,
+    db: str,
+    reports_dir: str,
+    state_dir: str,
+    as_json: bool,
+    keep: bool,
+    statsd: str | None,
+    **budget: Any,
+) -> None:
     """Heal the failing job JOB_FILE (a TOML job spec), or one described by flags.
 
     Exit codes: 0 fixed, 1 not fixed (report written), 2 bad input,
@@ -92,13 +127,31 @@ def heal(job_file: Path | None, repo: str | None, base: str, steps: tuple[str, .
         if not repo or not steps:
             raise BadInput("give a job file, or --repo and at least one --step")
         name = job_id or f"{Path(repo).resolve().name}-{base}".replace("/", "-")
-        raw = spec_from_flags(job_id=name, repo=repo, base=base, steps=list(steps),
-                              proposer=proposer, harness=harness or "auto", regression=regression)
+        raw = spec_from_flags(
+            job_id=name,
+            repo=repo,
+            base=base,
+            steps=list(steps),
+            proposer=proposer,
+            harness=harness or "auto",
+            regression=regression,
+        )
         spec = build_spec(raw, source="(command line)", base_dir=Path.cwd(), overrides=overrides)
     spec_toml = spec_to_toml(spec)
     if print_spec:
         click.echo(spec_toml, nl=False)
         return
-    sys.exit(run_heal(spec, spec_toml, db=db, reports_dir=reports_dir, state_dir=state_dir,
-                      as_json=as_json, keep=keep, statsd=statsd, resume=resume,
-                      from_step=from_step))
+    sys.exit(
+        run_heal(
+            spec,
+            spec_toml,
+            db=db,
+            reports_dir=reports_dir,
+            state_dir=state_dir,
+            as_json=as_json,
+            keep=keep,
+            statsd=statsd,
+            resume=resume,
+            from_step=from_step,
+        )
+    )

@@ -8,8 +8,12 @@ import click
 
 
 def _db_option(func):  # type: ignore[no-untyped-def]
-    return click.option("--db", default="var/memory/attempts.sqlite3", show_default=True,
-                        help="attempt store: a SQLite path or any SQLAlchemy URL")(func)
+    return click.option(
+        "--db",
+        default="var/memory/attempts.sqlite3",
+        show_default=True,
+        help="attempt store: a SQLite path or any SQLAlchemy URL",
+    )(func)
 
 
 @click.command()
@@ -33,12 +37,16 @@ def attempts(job_id: str | None, fingerprint: str | None, as_json: bool, db: str
     if not rows:
         click.echo("no attempts recorded")
         return
-    click.echo(f"{'id':>5}  {'job':<20} {'step':>4} {'#':>3}  {'outcome':<16} {'strategy':<16} "
-               f"{'diff':<12} label")
+    click.echo(
+        f"{'id':>5}  {'job':<20} {'step':>4} {'#':>3}  {'outcome':<16} {'strategy':<16} "
+        f"{'diff':<12} label"
+    )
     for row in rows:
-        click.echo(f"{row.id:>5}  {row.job_id[:20]:<20} {row.step_index:>4} "
-                   f"{row.attempt_number:>3}  {row.outcome.value:<16} {row.strategy[:16]:<16} "
-                   f"{row.diff_hash[:12]:<12} {row.label}")
+        click.echo(
+            f"{row.id:>5}  {row.job_id[:20]:<20} {row.step_index:>4} "
+            f"{row.attempt_number:>3}  {row.outcome.value:<16} {row.strategy[:16]:<16} "
+            f"{row.diff_hash[:12]:<12} {row.label}"
+        )
 
 
 @click.command()
@@ -55,8 +63,9 @@ def show(attempt_id: int, diff: bool, log: bool, db: str) -> None:
         row = store.attempt(attempt_id)
     finally:
         store.close()
-    click.echo(f"attempt {row.id}: job {row.job_id}, step {row.step_index}, "
-               f"attempt {row.attempt_number}")
+    click.echo(
+        f"attempt {row.id}: job {row.job_id}, step {row.step_index}, attempt {row.attempt_number}"
+    )
     click.echo(f"outcome:     {row.outcome.value} ({row.attempt_class})")
     click.echo(f"why:         {row.reason}")
     click.echo(f"candidate:   {row.label} [{row.strategy}] from {row.proposer}")

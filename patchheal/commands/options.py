@@ -12,18 +12,36 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def state_options(func: F) -> F:
     """--db, --reports, --state-dir and --json."""
-    for option in reversed([
-        click.option("--db", default="var/memory/attempts.sqlite3", show_default=True,
-                     help="attempt store: a SQLite path or any SQLAlchemy URL"),
-        click.option("--reports", "reports_dir", default="reports", show_default=True,
-                     type=click.Path(file_okay=False), help="where reports/<job-id>/ go"),
-        click.option("--state-dir", default="var", show_default=True,
-                     type=click.Path(file_okay=False), help="where runs/<job-id>/ go"),
-        click.option("--json", "as_json", is_flag=True, help="print a JSON summary on stdout"),
-        click.option("--keep", is_flag=True, help="keep the run's worktrees for inspection"),
-        click.option("--statsd", default=None, metavar="HOST:PORT",
-                     help="send StatsD metrics there"),
-    ]):
+    for option in reversed(
+        [
+            click.option(
+                "--db",
+                default="var/memory/attempts.sqlite3",
+                show_default=True,
+                help="attempt store: a SQLite path or any SQLAlchemy URL",
+            ),
+            click.option(
+                "--reports",
+                "reports_dir",
+                default="reports",
+                show_default=True,
+                type=click.Path(file_okay=False),
+                help="where reports/<job-id>/ go",
+            ),
+            click.option(
+                "--state-dir",
+                default="var",
+                show_default=True,
+                type=click.Path(file_okay=False),
+                help="where runs/<job-id>/ go",
+            ),
+            click.option("--json", "as_json", is_flag=True, help="print a JSON summary on stdout"),
+            click.option("--keep", is_flag=True, help="keep the run's worktrees for inspection"),
+            click.option(
+                "--statsd", default=None, metavar="HOST:PORT", help="send StatsD metrics there"
+            ),
+        ]
+    ):
         func = option(func)
     return func
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
@@ -10,25 +9,30 @@ import click
 
 @click.command()
 @click.argument("job_id")
-@click.option("--reports", "reports_dir", default="reports", show_default=True,
-              type=click.Path(file_okay=False, path_type=Path))
-@click.option("--print", "print_format", type=click.Choice(["md", "json"]), default=None,
-              help="print the report in this format instead of only rewriting the files")
+@click.option(
+    "--reports",
+    "reports_dir",
+    default="reports",
+    show_default=True,
+    type=click.Path(file_okay=False, path_type=Path),
+)
+@click.option(
+    "--print",
+    "print_format",
+    type=click.Choice(["md", "json"]),
+    default=None,
+    help="print the report in this format instead of only rewriting the files",
+)
 def report(job_id: str, reports_dir: Path, print_format: str | None) -> None:
     """Re-render reports/JOB_ID/report.{md,html,json} from its JSON record."""
     from patchheal.errors import BadInput
-    from patchheal.report.model import JobReport
+    from patchheal.report import load_report
     from patchheal.report.render import render_markdown, render_reports
 
     source = reports_dir / job_id / "report.json"
-    try:
-        data = json.loads(source.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise BadInput(f"no report for job {job_id!r}: {source} does not exist") from None
-    except (OSError, ValueError) as exc:
-        raise BadInput(f"cannot read {source}: {exc}") from None
-    data.pop("schema", None)
-    job_report = JobReport.model_validate(data)
+    if not source.is_file():
+        raise BadInput(f"no report for job {job_id!r}: {source} does not exist")
+    job_report = load_report(source)
     paths = render_reports(job_report, reports_dir / job_id)
     if print_format == "md":
         click.echo(render_markdown(job_report))

@@ -29,11 +29,15 @@ def list_() -> None:
 @worktree.command("open")
 @click.argument("attempt_id", type=int)
 @click.option("--db", default="var/memory/attempts.sqlite3", show_default=True)
-@click.option("--state-dir", default="var", show_default=True,
-              type=click.Path(file_okay=False, path_type=Path),
-              help="where the job's checkpoints are (for attempts of step 2 and later)")
+@click.option(
+    "--state-dir",
+    default="var",
+    show_default=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="where the job's checkpoints are (for attempts of step 2 and later)",
+)
 def open_(attempt_id: int, db: str, state_dir: Path) -> None:
-    """Materialize ATTEMPT_ID (its base, earlier steps' checkpoints, its diff) and print its path."""
+    """Materialize ATTEMPT_ID (base, earlier checkpoints, its diff); print its path."""
     from patchheal.checkpoints import load_checkpoints
     from patchheal.errors import BadInput, PatchApplyError
     from patchheal.memory.store import AttemptStore
