@@ -1,0 +1,165 @@
+"""The command line as a user runs it: real processes, real exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.healjobs import git, make_calc_repo
+
+DEMO_OUTCOMES = [
+    "apply_failed",
+    "no_effect",
+    "rejected_repeat",
+    "rejected_policy",
+    "regression",
+    "fixed",
+]
+
+
+def patchheal(*args: str, cwd: Path, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_DIR")}
+    return subprocess.run(
+        [sys.executable, "-m", "patchheal", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_help_lists_every_command(tmp_path: Path) -> None:
+    result = patchheal("--help", cwd=tmp_path)
+    assert result.returncode == 0
+    for command in (
+        "heal",
+        "demo",
+        "batch",
+        "attempts",
+        "show",
+        "worktree",
+        "report",
+        "control",
+        "fingerprint",
+        "harness",
+        "gc",
+        "locks",
+        "store",
+    ):
+        assert command in result.stdout
+
+
+@pytest.mark.slow
+def test_demo_shows_every_gate_then_memory_on_the_second_run(tmp_path: Path) -> None:
+    """One demo run shows all six outcomes; a second run against the same store rejects the
+    already-tried patches without running them and tries the known fix first."""
+    args = ("demo", "--harness", "local", "--workdir", str(tmp_path / "work"), "--json")
+    first = patchheal(*args, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    summary = json.loads(first.stdout)
+    assert [a["outcome"] for a in summary["attempts"]] == DEMO_OUTCOMES
+    assert summary["status"] == "fixed"
+    assert summary["branch"] == "patchheal/local/demo-pricing"
+    repo = tmp_path / "work" / "pricing"
+    assert git(repo, "rev-parse", "--abbrev-ref", "HEAD") == "main"
+    assert ">= 10" in git(repo, "show", "patchheal/local/demo-pricing:pricing/rules.py")
+    report = Path(summary["reports"]["md"])
+    assert report.is_file()
+    text = report.read_text()
+    for outcome in DEMO_OUTCOMES:
+        assert outcome in text
+    assert (tmp_path / "var" / "memory" / "attempts.sqlite3").is_file()
+
+    second = patchheal(*args, cwd=tmp_path)
+    assert second.returncode == 0, second.stderr
+    attempts = json.loads(second.stdout)["attempts"]
+    rejected = [a["label"] for a in attempts if a["outcome"] == "rejected_repeat"]
+    assert rejected == [
+        "01-fix_rounding.patch",
+        "02-add_guard.patch",
+        "03-add_guard_again.patch",
+        "05-fix_logic.patch",
+    ]
+    assert attempts[-1]["outcome"] == "fixed"
+    assert attempts[-1]["label"] == "06-fix_boundary.patch"
+    assert "verified for this fingerprint before" in second.stderr
+
+    listing = patchheal("attempts", "--job", "demo-pricing", cwd=tmp_path)
+    assert listing.returncode == 0
+    assert listing.stdout.count("rejected_repeat") == 5
+    first_id = listing.stdout.splitlines()[1].split()[0]
+    shown = patchheal("show", first_id, cwd=tmp_path)
+    assert "apply_failed" in shown.stdout
+    opened = patchheal("worktree", "open", first_id, cwd=tmp_path)
+    assert opened.returncode == 0, opened.stderr
+    assert Path(opened.stdout.split()[0]).is_dir()
+
+
+def test_print_spec_shows_the_toml_the_flags_make(tmp_path: Path) -> None:
+    repo = make_calc_repo(tmp_path)
+    (tmp_path / "cands").mkdir()
+    result = patchheal(
+        "heal",
+        "--repo",
+        str(repo),
+        "--base",
+        "main",
+        "--step",
+        "pytest -q",
+        "--proposer",
+        f"patchfiles:{tmp_path / 'cands'}",
+        "--print-spec",
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "[[steps]]" in result.stdout
+    assert 'command = "pytest -q"' in result.stdout
+    assert 'kind = "patchfiles"' in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ("[job\nid = 1", "not valid TOML"),
+        ('[job]\nid = "x"\nrepoo = "."\n[[steps]]\nname = "a"\ncommand = "true"\n', "job.repoo"),
+        ('[job]\nid = "x"\n', "steps"),
+        (
+            '[job]\nid = "x"\nharness = "no-such-harness"\n'
+            '[[steps]]\nname = "a"\ncommand = "true"\n'
+            '[proposer]\nkind = "scripted"\ndiffs = []\n',
+            "no-such-harness",
+        ),
+    ],
+)
+def test_bad_spec_is_exit_2_with_a_clear_message(tmp_path: Path, spec: str, expected: str) -> None:
+    make_calc_repo(tmp_path)
+    path = tmp_path / "job.toml"
+    path.write_text(spec.replace('id = "x"', f'id = "x"\nrepo = "{tmp_path / "calc-repo"}"'))
+    result = patchheal("heal", str(path), cwd=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert expected in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_non_git_repository_is_exit_2(tmp_path: Path) -> None:
+    result = patchheal(
+        "heal", "--repo", str(tmp_path), "--step", "true", "--harness", "local", cwd=tmp_path
+    )
+    assert result.returncode == 2
+    assert "not a git repository" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_binary_spec_file_is_exit_2(tmp_path: Path) -> None:
+    path = tmp_path / "job.toml"
+    path.write_bytes(bytes(range(256)) * 4)
+    result = patchheal("heal", str(path), cwd=tmp_path)
+    assert result.returncode == 2
+    assert "not UTF-8" in result.stderr or "not valid TOML" in result.stderr
