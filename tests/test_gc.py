@@ -96,6 +96,10 @@ def test_gc_cleans_up_after_a_killed_heal(
 ) -> None:
     repo = python_project(make_repo)
     (tmp_path / "candidates").mkdir()
+    (tmp_path / "candidates" / "01-noop.patch").write_text(
+        "--- a/tiny.py\n+++ b/tiny.py\n@@ -1,2 +1,2 @@\n def double(x):\n-    return 2 * x\n"
+        "+    return x * 2\n"
+    )
     spec = tmp_path / "job.toml"
     spec.write_text(
         f'[job]\nid = "gc-heal-{os.getpid()}"\nrepo = "{repo}"\nbase = "main"\n'
@@ -134,3 +138,16 @@ def test_gc_leaves_a_live_owner_alone(engine: Any, python_image: str) -> None:
     finally:
         containers.teardown(container)
     assert labelled(engine, job_id)["containers"] == []
+
+
+def test_gc_images_prunes_cached_dependency_images(engine: Any, python_image: str) -> None:
+    tag = f"{os.getpid()}gc"
+    engine.images.get(python_image).tag("patchheal-deps/gc-test", tag)
+    ref = f"patchheal-deps/gc-test:{tag}"
+    assert ref in patchheal("gc", "--images", "--dry-run").stdout
+    assert engine.images.get(ref)
+    done = patchheal("gc", "--images")
+    assert done.returncode == 0, done.stderr
+    assert ref in done.stdout
+    assert not engine.images.list(name="patchheal-deps/gc-test")
+    assert engine.images.get(python_image)  # the base image is never pruned

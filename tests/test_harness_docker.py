@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 from harness_support import engine, labelled, python_def, python_image, python_project
 
-from patchheal.harness import containers
+from patchheal.harness import containers, images
 from patchheal.harness.base import Harness
 from patchheal.harness.config import HarnessDef
 from patchheal.harness.docker import DockerHarness
@@ -184,7 +185,8 @@ def test_setup_runs_once_per_dependency_fingerprint(
     """Invariant: dependencies install once per fingerprint, not per attempt."""
     repo = python_project(make_repo)
     said: list[str] = []
-    setup = ["pip install -e . && echo installed-once"]
+    # A nonce: an earlier session's dependency image must not satisfy this one.
+    setup = [f"pip install -e . && echo installed-once {uuid.uuid4().hex}"]
     first = DockerHarness(python_def, job_id=f"deps-{os.getpid()}", setup=setup, say=said.append)
     first.prepare(repo)
     result = run(first, repo, "python -c 'import tiny; print(tiny.__file__)'; python -m pytest -q")
@@ -197,4 +199,5 @@ def test_setup_runs_once_per_dependency_fingerprint(
     second.prepare(repo)
     assert second.run_image(repo) == first.run_image(repo)
     assert not any("installed-once" in s for s in said)
+    images.remove_image(second.client, second.run_image(repo))
     second.close()

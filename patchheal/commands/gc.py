@@ -19,7 +19,13 @@ import click
     show_default=True,
     help="Attempt store whose job locks and statuses tell which workspaces are live.",
 )
-def gc(dry_run: bool, db: str) -> None:
+@click.option(
+    "--images",
+    "prune_images",
+    is_flag=True,
+    help="Also remove cached dependency images (patchheal-deps/*); rebuilt on demand.",
+)
+def gc(dry_run: bool, db: str, prune_images: bool) -> None:
     """Remove orphaned containers, volumes, networks and stale worktrees."""
     from patchheal.harness import containers, orphans
     from patchheal.workspace import JobWorkspace, worktree_root
@@ -28,7 +34,10 @@ def gc(dry_run: bool, db: str) -> None:
     client = None
     if containers.docker_reachable():
         client = containers.engine()
-        for orphan in orphans.engine_orphans(client):
+        found = orphans.engine_orphans(client)
+        if prune_images:
+            found += orphans.dependency_images(client)
+        for orphan in found:
             if not dry_run:
                 orphans.remove(client, orphan)
             click.echo(f"{verb} {orphan.kind} {orphan.name} ({orphan.reason})")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -84,7 +85,8 @@ def check(name: str, repo: Path | None) -> None:
             if defn.kind == "compose":
                 Path(tmp, "compose.yaml").write_text("services:\n  idle:\n    command: sleep 60\n")
             result = runner.run("id -u && uname -sr", Path(tmp), timeout=120, idle_timeout=120)
-        image = getattr(runner, "base", runner).image()
+        docker_harness: Any = getattr(runner, "base", runner)  # compose wraps a Docker harness
+        image = docker_harness.image()
     finally:
         runner.close()
     click.echo(f"image: {image}")

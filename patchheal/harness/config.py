@@ -124,9 +124,17 @@ class HarnessDef(_Def):
     name: str = Field(description="lower-case name, used in job specs and image tags")
     kind: Literal["docker", "compose"] = Field("docker", description="which harness runs it")
     description: str = Field("", description="one line shown by `patchheal harness list`")
-    image: ImageSpec = Field(ImageSpec(), description="where the image comes from")
-    deps: DepsSpec = Field(DepsSpec(), description="dependency installation")
-    sandbox: SandboxSpec = Field(SandboxSpec(), description="container limits and policy")
+    image: ImageSpec = Field(
+        default_factory=lambda: ImageSpec.model_validate({}),
+        description="where the image comes from",
+    )
+    deps: DepsSpec = Field(
+        default_factory=lambda: DepsSpec.model_validate({}), description="dependency installation"
+    )
+    sandbox: SandboxSpec = Field(
+        default_factory=lambda: SandboxSpec.model_validate({}),
+        description="container limits and policy",
+    )
     compose: ComposeSpec | None = Field(None, description="services (kind = 'compose' only)")
     setup: tuple[str, ...] = Field(
         (), description="commands run once per dependency fingerprint, before the job's setup"

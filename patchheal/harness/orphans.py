@@ -64,6 +64,19 @@ def engine_orphans(client: DockerClient) -> list[Orphan]:
     return found
 
 
+def dependency_images(client: DockerClient) -> list[Orphan]:
+    """Every cached dependency image not used by a container (caches, rebuilt on demand)."""
+    from patchheal.harness.deps import DEPS_REPOSITORY
+
+    used = {c.image.id for c in containers.call(client.containers.list, all=True) if c.image}
+    return [
+        Orphan("image", tag, "cached dependency image")
+        for image in containers.call(client.images.list, name=f"{DEPS_REPOSITORY}/*")
+        if image.id not in used
+        for tag in image.tags
+    ]
+
+
 def _any_build_running() -> bool:
     """True when another process holds one of the build locks."""
     lock_dir = images.cache_dir() / "locks"
