@@ -54,7 +54,7 @@ _KEYWORD_LITERALS = (
     "privatekey", "private_key", "credential",
 )  # fmt: skip
 # A value: a quoted literal, or a bare word that is not code (not followed by `(`, `[` or `.x`).
-_VALUE = r"(?!(?:None|null|true|false|\d{1,5})\b)(\"[^\"\n]*\"|'[^'\n]*'|[^\s'\",;()\[\]{}<>]+(?=[\s,;'\"]|$))"  # noqa: E501
+_VALUE = r"(?!(?:None|null|true|false|\d{1,5})\b)(\"[^\"\n]*\"|'[^'\n]*'|[^\s'\",;()\[\]{}<>]*[^\s'\",;()\[\]{}<>:](?=[\s,;'\"]|$))"  # noqa: E501
 
 _RULES: tuple[_Rule, ...] = (
     _Rule(
@@ -190,7 +190,8 @@ _DETECT_SECRETS_PLUGINS: tuple[tuple[str, tuple[str, ...], bool], ...] = (
 _TOKEN_CHARS = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-")
 _TOKEN_TABLE = bytes(0x61 if b in _TOKEN_CHARS else 0x20 for b in range(256))
 _TOKEN_RUN = b"a" * 32
-_WORDISH = re.compile(r"[a-z]{4,}|[A-Z][a-z]{3,}")
+_WORDISH = re.compile(r"[a-z]{4,}")
+WORDISH_SHARE = 0.4
 ENTROPY_LIMIT = 4.2  # bits/char; a random 32-char base64 string sits near 4.6
 
 
@@ -223,13 +224,19 @@ def _entropy() -> Callable[[str], float]:
     return measure
 
 
+def _masked(secret: str) -> str:
+    """The mask for a secret; a quoted literal keeps its quotes (so JSON stays JSON)."""
+    if len(secret) > 1 and secret[0] in "\"'" and secret[-1] == secret[0]:
+        return secret[0] + MASK + secret[0]
+    return MASK
+
+
 def _mask_group(group: int) -> Callable[[re.Match[str]], str]:
     def repl(match: re.Match[str]) -> str:
         if match.start(group) < 0 or match.group(group) in ("", MASK):
             return match.group(0)
         whole, start = match.group(0), match.start()
-        inner = match.group(group)
-        masked = inner[0] + MASK + inner[0] if inner[0] in "\"'" and len(inner) > 1 else MASK
+        masked = _masked(match.group(group))
         return whole[: match.start(group) - start] + masked + whole[match.end(group) - start :]
 
     return repl
@@ -243,7 +250,7 @@ def _sub_hits(rule: _Rule, repl: Callable[[re.Match[str]], str], text: str, hay:
     for literal in rule.literals:
         pos = hay.find(literal)
         while pos >= 0:
-            if anchored:
+            if anchored:  # matches start at the literal: no line scan needed
                 match = rule.pattern.match(text, pos)
                 if match:
                     matches.setdefault(match.start(), match)
@@ -257,16 +264,25 @@ def _sub_hits(rule: _Rule, repl: Callable[[re.Match[str]], str], text: str, hay:
                 for match in rule.pattern.finditer(text, start, end):
                     matches.setdefault(match.start(), match)
             pos = hay.find(literal, end)
-    if not matches:
+    # Mask the secret spans (not whole matches): a value that swallowed the next keyword
+    # (`A_SECRET=password: x`) must not hide that keyword's own value from being masked.
+    spans: list[tuple[int, int, str]] = []
+    for _, match in sorted(matches.items()):
+        group = rule.group
+        if match.start(group) < 0 or match.group(group) in ("", MASK):
+            continue
+        start, end, masked = match.start(group), match.end(group), _masked(match.group(group))
+        if spans and start < spans[-1][1]:
+            prev_start, prev_end, _ = spans.pop()
+            start, end, masked = prev_start, max(end, prev_end), MASK
+        spans.append((start, end, masked))
+    if not spans:
         return text
     parts: list[str] = []
     last = 0
-    for start in sorted(matches):
-        match = matches[start]
-        if start < last:  # overlaps an earlier match
-            continue
-        parts += (text[last:start], repl(match))
-        last = match.end()
+    for start, end, masked in spans:
+        parts += (text[last:start], masked)
+        last = end
     parts.append(text[last:])
     return "".join(parts)
 
@@ -380,7 +396,10 @@ class Scrubber:
         # Cheap C-level checks first: hashes are one case, identifiers and paths are words.
         if token.islower() or token.isupper() or token.isalpha() or token.isdigit():
             return False
-        if not any(c.isdigit() for c in token) or len(_WORDISH.findall(token)) >= 3:
+        if not any(c.isdigit() for c in token):
+            return False
+        # Identifiers and paths are mostly lowercase words; random tokens rarely (<1%).
+        if sum(map(len, _WORDISH.findall(token))) >= WORDISH_SHARE * len(token):
             return False
         return self._entropy(token) >= ENTROPY_LIMIT
 
