@@ -59,7 +59,7 @@ def engine_orphans(client: DockerClient) -> list[Orphan]:
             found.append(Orphan("volume", volume.name, _why(labels), volume))
     if not _any_build_running():
         for image in containers.call(client.images.list, name=f"{images.REPOSITORY}-tmp/*"):
-            for tag in image.tags:
+            for tag in (t for t in image.tags if t.startswith(f"{images.REPOSITORY}-tmp/")):
                 found.append(Orphan("image", tag, "temporary tag of an interrupted build"))
     return found
 
@@ -74,6 +74,7 @@ def dependency_images(client: DockerClient) -> list[Orphan]:
         for image in containers.call(client.images.list, name=f"{DEPS_REPOSITORY}/*")
         if image.id not in used
         for tag in image.tags
+        if tag.startswith(f"{DEPS_REPOSITORY}/")  # the same image may carry other tags
     ]
 
 
