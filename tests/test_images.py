@@ -115,10 +115,9 @@ def test_host_runtime_image_runs_the_hosts_python_read_only(
     tree = tmp_path / "wt"
     tree.mkdir()
     try:
-        result = harness.run(
-            "python3 -c 'import sys; print(sys.version_info[0])'; touch /usr/x 2>/dev/null || echo ro-usr",
-            tree, timeout=60, idle_timeout=60,
-        )  # fmt: skip
+        command = "python3 -c 'import sys; print(sys.version_info[0])'; "
+        command += "touch /usr/x 2>/dev/null || echo ro-usr"
+        result = harness.run(command, tree, timeout=60, idle_timeout=60)
     finally:
         harness.close()
         images.remove_image(engine, tag)
