@@ -141,7 +141,8 @@ RULES: tuple[Rule, ...] = (
         True,
         r"\b(?:HTTP Error|HTTPError|status(?: code)?|Server Error|responded with|returned)\b"
         r"[:= ]{0,3}(?:429|5\d\d)\b|\b5\d\d (?:Server Error|Internal Server Error|Bad Gateway"
-        r"|Service Unavailable|Gateway Time-?out)|Too Many Requests|(?i:rate limit(?:ed| exceeded))",
+        r"|Service Unavailable|Gateway Time-?out)|Too Many Requests"
+        r"|(?i:rate limit(?:ed| exceeded))",
     ),
     _rule(
         "connection failure",
@@ -189,8 +190,13 @@ def _lines(text: str, rule: Rule) -> list[str]:
 
 def _make(cls: FailureClass, retryable: bool, evidence: list[str]) -> Classification:
     unique = tuple(dict.fromkeys(e for e in evidence if e))[:MAX_EVIDENCE]
-    return Classification(failure_class=cls, retryable=retryable, evidence=unique,
-                          next_actions=runbook(cls))  # fmt: skip
+    return Classification(
+        failure_class=cls,
+        retryable=retryable,
+        evidence=unique,
+        next_actions=runbook(cls),
+        pass_rate=None,
+    )
 
 
 def _module_in_project(name: str, failure: Failure, repo_root: str | None) -> bool:
@@ -199,8 +205,10 @@ def _module_in_project(name: str, failure: Failure, repo_root: str | None) -> bo
     top = re.split(r"[./]", name.lstrip("@"))[0]
     if repo_root:
         root = Path(repo_root)
-        return any((base / top).exists() or (base / f"{top}.py").exists()
-                   for base in (root, root / "src", root / "lib"))  # fmt: skip
+        return any(
+            (base / top).exists() or (base / f"{top}.py").exists()
+            for base in (root, root / "src", root / "lib")
+        )
     parts = {p.removesuffix(".py") for f in failure.project_frames for p in f.file.split("/")}
     parts |= {re.split(r"[/.:]", t)[0] for t in failure.failing_tests}
     return top in parts
@@ -245,8 +253,10 @@ def classify(
     if failure.error_type or failure.failing_tests or failure.project_frames:
         evidence = [f"{failure.error_type}: {failure.message.split(chr(10))[0]}".strip(": ")]
         evidence += [f"failing test {t}" for t in failure.failing_tests[:3]]
-        evidence += [f"in-project frame {f.file}:{f.line} in {f.function}".rstrip(" in")
-                     for f in failure.project_frames[-2:]]  # fmt: skip
+        evidence += [
+            f"in-project frame {f.file}:{f.line} in {f.function}".rstrip(" in")
+            for f in failure.project_frames[-2:]
+        ]
         return _make(C.CODE_BUG, True, evidence)
     return _make(C.UNKNOWN, True, [failure.message[:300]] if failure.message else [])
 
@@ -259,10 +269,22 @@ def flaky(failure: Failure, *, passes: int, runs: int) -> Classification:
     if runs <= 0 or not 0 <= passes <= runs:
         raise ValueError(f"flaky(): need 0 <= passes <= runs and runs > 0, got {passes}/{runs}")
     rate = round(passes / runs, 4)
-    evidence = (f"passed {passes} of {runs} runs (pass rate {rate:.0%})",
-                f"fingerprint {failure.fingerprint} when it fails")  # fmt: skip
+    evidence = (
+        f"passed {passes} of {runs} runs (pass rate {rate:.0%})",
+        f"fingerprint {failure.fingerprint} when it fails",
+    )
     if passes == 0:
-        return Classification(failure_class=C.UNKNOWN, retryable=True, evidence=evidence,
-                               next_actions=runbook(C.UNKNOWN), pass_rate=0.0)  # fmt: skip
-    return Classification(failure_class=C.FLAKY, retryable=True, evidence=evidence,
-                          next_actions=runbook(C.FLAKY), pass_rate=rate)  # fmt: skip
+        return Classification(
+            failure_class=C.UNKNOWN,
+            retryable=True,
+            evidence=evidence,
+            next_actions=runbook(C.UNKNOWN),
+            pass_rate=0.0,
+        )
+    return Classification(
+        failure_class=C.FLAKY,
+        retryable=True,
+        evidence=evidence,
+        next_actions=runbook(C.FLAKY),
+        pass_rate=rate,
+    )

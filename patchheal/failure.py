@@ -22,8 +22,16 @@ from pathlib import Path
 from patchheal.errors import BadInput
 from patchheal.models import Failure, Frame
 from patchheal.normalize import clean, normalize_message, path_kind, relative_path
-from patchheal.parsers import ParsedFailure, RawException, RawFrame
-from patchheal.parsers import generic, pytest, sections, traceback, unittest
+from patchheal.parsers import (
+    ParsedFailure,
+    RawException,
+    RawFrame,
+    generic,
+    pytest,
+    sections,
+    traceback,
+    unittest,
+)
 from patchheal.parsers import junit as junit_parser
 from patchheal.scrub import scrub
 
@@ -129,8 +137,8 @@ def _roots(parsed: ParsedFailure, repo_root: str | None) -> list[str]:
     if absolute:
         # No root given for these: the parent of their common directory stands in for it,
         # keeping the package folder (`app/x.py`) that tells a project import from a missing one.
-        common = os.path.dirname(os.path.commonprefix([os.path.dirname(p) + "/" for p in absolute]))
-        roots.append(os.path.dirname(common))
+        common = os.path.commonpath([str(Path(p).parent) for p in absolute])
+        roots.append(str(Path(common).parent))
     return roots
 
 

@@ -50,7 +50,7 @@ _SUBSTITUTIONS: tuple[tuple[re.Pattern[str], str], ...] = (
             r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
         ),
         "<uuid>",
-    ),  # fmt: skip
+    ),
     (
         re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?"),
         "<ts>",
@@ -66,7 +66,7 @@ _SUBSTITUTIONS: tuple[tuple[re.Pattern[str], str], ...] = (
             r"(?i)\b(localhost|127\.0\.0\.1|0\.0\.0\.0|\[::1?\]|::1)([:, ]+(?:port )?)\d{2,5}\b"
         ),
         r"\1\2<port>",
-    ),  # fmt: skip
+    ),
     (re.compile(r"(?i)\bport([ =:]+)\d{2,5}\b"), r"port\1<port>"),
     (re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}\b"), "<ip>"),
     (re.compile(r"<ip>:\d{2,5}\b"), "<ip>:<port>"),
@@ -101,7 +101,7 @@ def clean(text: str) -> str:
 
 
 def path_kind(path: str) -> str:
-    """`project`, `library` (site-packages & co), `stdlib` or `frozen` (`<frozen ...>`, `<string>`)."""
+    """`project`, `library` (site-packages...), `stdlib`, or `frozen` (`<frozen x>`, `<string>`)."""
     if _FROZEN.match(path):
         return "frozen"
     if _LIBRARY.search(path):

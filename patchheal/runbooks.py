@@ -37,7 +37,8 @@ RUNBOOKS: dict[FailureClass, tuple[str, ...]] = {
         "Check that the upstream job produced its artifact or input file: `ls -l INPUT` "
         "(size, timestamp) or `gh run view UPSTREAM_RUN`; rerun once it exists.",
         "Validate the input before the step: `python -m jsonschema -i INPUT SCHEMA`, or count "
-        "nulls and duplicate keys (`SELECT key, COUNT(*) FROM t GROUP BY key HAVING COUNT(*) > 1`).",
+        "nulls and duplicate keys "
+        "(`SELECT key, COUNT(*) FROM t GROUP BY key HAVING COUNT(*) > 1`).",
         "Fix or quarantine the offending records at the source; the code is not the problem.",
     ),
     FailureClass.FLAKY: (

@@ -50,9 +50,17 @@ class _Rule:
 # Anchored on the keyword (no leading name part): a leading `[\w.-]*` backtracks badly.
 _KEYWORD = r"(?:secret|token|passw(?:or)?d|api_?key|access_?key|private_?key|credential)[\w.\-]*"
 _KEYWORD_LITERALS = (
-    "secret", "token", "passw", "apikey", "api_key", "accesskey", "access_key",
-    "privatekey", "private_key", "credential",
-)  # fmt: skip
+    "secret",
+    "token",
+    "passw",
+    "apikey",
+    "api_key",
+    "accesskey",
+    "access_key",
+    "privatekey",
+    "private_key",
+    "credential",
+)
 # A value: a quoted literal, or a bare word that is not code (not followed by `(`, `[` or `.x`).
 _VALUE = r"(?!(?:None|null|true|false|\d{1,5})\b)(\"[^\"\n]*\"|'[^'\n]*'|[^\s'\",;()\[\]{}<>]*[^\s'\",;()\[\]{}<>:](?=[\s,;'\"]|$))"  # noqa: E501
 

@@ -12,7 +12,7 @@ from patchheal.failure import analyze, analyze_file
 from patchheal.models import PATCHABLE_CLASSES, Classification, FailureClass
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "data"))
-from corpus_index import manifest, pass_counts, runs  # noqa: E402
+from corpus_index import manifest, pass_counts, runs
 
 
 def _classify_run(run) -> Classification:  # type: ignore[no-untyped-def]
@@ -20,19 +20,26 @@ def _classify_run(run) -> Classification:  # type: ignore[no-untyped-def]
     if run.expected_class == "flaky":
         passes, total = pass_counts(run.bug)
         return flaky(failure, passes=passes, runs=total)
-    return classify(failure, run.log.read_text(), exit_code=run.exit_code,
-                    timed_out=run.timed_out)  # fmt: skip
+    return classify(failure, run.log.read_text(), exit_code=run.exit_code, timed_out=run.timed_out)
 
 
 def test_classification_table_is_100_percent_on_the_corpus() -> None:
     rows = []
     for run in runs():
         got = _classify_run(run)
-        rows.append((run.log.relative_to(run.log.parents[1]).as_posix(), run.expected_class,
-                     got.failure_class.value, got.evidence[:2]))  # fmt: skip
+        rows.append(
+            (
+                run.log.relative_to(run.log.parents[1]).as_posix(),
+                run.expected_class,
+                got.failure_class.value,
+                got.evidence[:2],
+            )
+        )
     wrong = [row for row in rows if row[1] != row[2]]
-    table = "\n".join(f"{'ok ' if e == g else 'BAD'} {log:40} expected {e:17} got {g:17} {ev}"
-                      for log, e, g, ev in rows)  # fmt: skip
+    table = "\n".join(
+        f"{'ok ' if e == g else 'BAD'} {log:40} expected {e:17} got {g:17} {ev}"
+        for log, e, g, ev in rows
+    )
     assert not wrong, f"{len(wrong)}/{len(rows)} misclassified:\n{table}"
     assert len({row[0].split("/")[0] for row in rows}) == len(manifest())
 
@@ -49,34 +56,69 @@ def _one(line: str, **kwargs: object) -> Classification:
         ("OSError: [Errno 28] No space left on device\n", "infra_issue", False),
         ("curl: (6) Could not resolve host: registry.example.invalid\n", "infra_issue", True),
         ("getaddrinfo EAI_AGAIN registry.npmjs.example\n", "infra_issue", True),
-        ("requests.exceptions.SSLError: certificate verify failed: self signed certificate\n",
-         "infra_issue", True),
-        ("requests.exceptions.HTTPError: 502 Server Error: Bad Gateway for url: https://x/y\n",
-         "infra_issue", True),
+        (
+            "requests.exceptions.SSLError: certificate verify failed: self signed certificate\n",
+            "infra_issue",
+            True,
+        ),
+        (
+            "requests.exceptions.HTTPError: 502 Server Error: Bad Gateway for url: https://x/y\n",
+            "infra_issue",
+            True,
+        ),
         ("ERROR: HTTP status code 429 from registry, Too Many Requests\n", "infra_issue", True),
         ("ConnectionResetError: [Errno 104] Connection reset by peer\n", "infra_issue", True),
         ("httpx.ReadTimeout: The read operation timed out\n", "infra_issue", True),
-        ("Cannot connect to the Docker daemon at unix:///var/run/docker.sock.\n",
-         "infra_issue", True),
-        ("HTTPError: 403 Client Error: Forbidden for url: https://api.example.invalid\n",
-         "env_mismatch", False),
-        ("botocore.exceptions.NoCredentialsError: Unable to locate credentials\n",
-         "env_mismatch", False),
+        (
+            "Cannot connect to the Docker daemon at unix:///var/run/docker.sock.\n",
+            "infra_issue",
+            True,
+        ),
+        (
+            "HTTPError: 403 Client Error: Forbidden for url: https://api.example.invalid\n",
+            "env_mismatch",
+            False,
+        ),
+        (
+            "botocore.exceptions.NoCredentialsError: Unable to locate credentials\n",
+            "env_mismatch",
+            False,
+        ),
         ("Error: environment variable DATABASE_URL is not set\n", "env_mismatch", False),
         ("/bin/sh: 1: terraform: not found\n", "env_mismatch", False),
-        ("npm ERR! code ERESOLVE\nnpm ERR! ERESOLVE unable to resolve dependency tree\n",
-         "dependency_issue", False),
+        (
+            "npm ERR! code ERESOLVE\nnpm ERR! ERESOLVE unable to resolve dependency tree\n",
+            "dependency_issue",
+            False,
+        ),
         ("ERROR: No matching distribution found for numpy==9.9\n", "dependency_issue", False),
-        ("psycopg2.errors.NotNullViolation: null value in column \"id\" violates not-null "
-         "constraint\n", "data_issue", False),
-        ("jsonschema.exceptions.ValidationError: 'x' is not of type 'integer'\n"
-         "Failed validating 'type' in schema['properties']['id']\n", "data_issue", False),
-        ("FileNotFoundError: [Errno 2] No such file or directory: 'exports/daily.parquet'\n",
-         "data_issue", False),
-        ("Error: Unable to download artifact(s): Artifact not found for name: wheels\n",
-         "data_issue", True),
-        ("PermissionError: [Errno 13] Permission denied: '/var/lib/app/cache'\n",
-         "env_mismatch", False),
+        (
+            'psycopg2.errors.NotNullViolation: null value in column "id" violates not-null '
+            "constraint\n",
+            "data_issue",
+            False,
+        ),
+        (
+            "jsonschema.exceptions.ValidationError: 'x' is not of type 'integer'\n"
+            "Failed validating 'type' in schema['properties']['id']\n",
+            "data_issue",
+            False,
+        ),
+        (
+            "FileNotFoundError: [Errno 2] No such file or directory: 'exports/daily.parquet'\n",
+            "data_issue",
+            False,
+        ),
+        (
+            "Error: Unable to download artifact(s): Artifact not found for name: wheels\n",
+            "data_issue",
+            True,
+        ),
+        (
+            "PermissionError: [Errno 13] Permission denied: '/var/lib/app/cache'\n",
+            "env_mismatch",
+            False,
+        ),
     ],
 )
 def test_evidence_rules(log: str, expected: str, retryable: bool) -> None:
@@ -92,15 +134,18 @@ def test_harness_signals_decide_when_the_log_says_nothing() -> None:
     assert _one(quiet, exit_code=137).failure_class is FailureClass.INFRA_ISSUE
     assert _one(quiet, exit_code=127).failure_class is FailureClass.ENV_MISMATCH
     timed = _one(quiet, timed_out="idle")
-    assert timed.failure_class is FailureClass.INFRA_ISSUE and "idle" in timed.evidence[0]
+    assert timed.failure_class is FailureClass.INFRA_ISSUE
+    assert "idle" in timed.evidence[0]
     assert _one(quiet).failure_class is FailureClass.UNKNOWN
 
 
 def test_a_code_bug_is_not_overruled_by_noise_elsewhere_in_the_log() -> None:
-    log = ("WARNING: Retrying after connection broken by 'Connection refused'\n"
-           "Traceback (most recent call last):\n"
-           '  File "/w/app/stats.py", line 2, in mean\n'
-           "ZeroDivisionError: division by zero\n")  # fmt: skip
+    log = (
+        "WARNING: Retrying after connection broken by 'Connection refused'\n"
+        "Traceback (most recent call last):\n"
+        '  File "/w/app/stats.py", line 2, in mean\n'
+        "ZeroDivisionError: division by zero\n"
+    )
     failure = analyze(log)
     assert failure.project_frames
     # The refused connection is in the tail, but the failure itself is a code bug...
@@ -112,11 +157,15 @@ def test_a_code_bug_is_not_overruled_by_noise_elsewhere_in_the_log() -> None:
 
 def test_missing_module_in_project_or_not(make_repo) -> None:  # type: ignore[no-untyped-def]
     repo = make_repo({"billing/__init__.py": "", "billing/core.py": "x = 1\n"})
-    for name, expected in (("billing.invoices", FailureClass.CODE_BUG),
-                           ("requests", FailureClass.DEPENDENCY_ISSUE)):  # fmt: skip
-        log = ("Traceback (most recent call last):\n"
-               f'  File "{repo}/main.py", line 1, in <module>\n'
-               f"ModuleNotFoundError: No module named '{name}'\n")  # fmt: skip
+    for name, expected in (
+        ("billing.invoices", FailureClass.CODE_BUG),
+        ("requests", FailureClass.DEPENDENCY_ISSUE),
+    ):
+        log = (
+            "Traceback (most recent call last):\n"
+            f'  File "{repo}/main.py", line 1, in <module>\n'
+            f"ModuleNotFoundError: No module named '{name}'\n"
+        )
         got = classify(analyze(log, repo_root=str(repo)), log, repo_root=str(repo))
         assert got.failure_class is expected, got.evidence
     assert _one("Error: Cannot find module './lib/cart'\n").failure_class is FailureClass.CODE_BUG
@@ -130,7 +179,8 @@ def test_flaky_verdict_has_pass_rate_and_is_never_patched() -> None:
     assert verdict.failure_class not in PATCHABLE_CLASSES
     assert "3 of 5" in verdict.evidence[0]
     never = flaky(failure, passes=0, runs=4)
-    assert never.failure_class is not FailureClass.FLAKY and never.pass_rate == 0.0
+    assert never.failure_class is not FailureClass.FLAKY
+    assert never.pass_rate == 0.0
     with pytest.raises(ValueError, match="passes"):
         flaky(failure, passes=6, runs=5)
 

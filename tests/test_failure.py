@@ -22,7 +22,7 @@ from patchheal.failure import (
 from patchheal.parsers import sections
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "data"))
-from corpus_index import Run, manifest, runs  # noqa: E402
+from corpus_index import Run, manifest, runs
 
 
 def _fingerprint(run: Run) -> str:
@@ -40,8 +40,14 @@ def test_corpus_covers_every_format_and_class() -> None:
     kinds = {info["kind"] for info in manifest().values()}
     classes = {info["expected_class"] for info in manifest().values()}
     assert {"traceback", "pytest", "unittest", "junit", "compiler", "generic"} <= kinds
-    assert classes == {"code_bug", "env_mismatch", "dependency_issue", "infra_issue",
-                       "data_issue", "flaky"}  # fmt: skip
+    assert classes == {
+        "code_bug",
+        "env_mismatch",
+        "dependency_issue",
+        "infra_issue",
+        "data_issue",
+        "flaky",
+    }
     assert all(len(info["runs"]) >= 3 for info in manifest().values())
 
 
@@ -114,7 +120,8 @@ def test_failure_fields_on_a_pytest_run() -> None:
     assert ("tests/test_pricing.py", "test_total_applies_discount") in [
         (f.file, f.function) for f in failure.project_frames
     ]
-    assert "<tmp>" in failure.summary and "/tmp/" not in failure.summary
+    assert "<tmp>" in failure.summary
+    assert "/tmp/" not in failure.summary
 
 
 def test_junit_report_and_pytest_log_name_the_same_tests() -> None:
@@ -122,7 +129,8 @@ def test_junit_report_and_pytest_log_name_the_same_tests() -> None:
     assert run.junit is not None
     with_junit = analyze_file(run.log, junit_path=run.junit)
     log_only = analyze_file(run.log)
-    assert with_junit.source == "junit" and log_only.source == "pytest"
+    assert with_junit.source == "junit"
+    assert log_only.source == "pytest"
     assert with_junit.fingerprint == log_only.fingerprint
     assert {canonical_test_id(t) for t in with_junit.failing_tests} == {
         canonical_test_id(t) for t in log_only.failing_tests
@@ -130,32 +138,38 @@ def test_junit_report_and_pytest_log_name_the_same_tests() -> None:
 
 
 def test_secrets_in_a_failure_are_scrubbed_and_do_not_change_its_fingerprint() -> None:
-    log = ("Traceback (most recent call last):\n"
-           '  File "/srv/app/client.py", line 9, in call\n'
-           "RuntimeError: upstream rejected token ghp_{}\n")  # fmt: skip
+    log = (
+        "Traceback (most recent call last):\n"
+        '  File "/srv/app/client.py", line 9, in call\n'
+        "RuntimeError: upstream rejected token ghp_{}\n"
+    )
     one = analyze(log.format("a" * 36))
     two = analyze(log.format("b" * 36))
     assert one.fingerprint == two.fingerprint
-    assert "ghp_" not in one.message + one.summary and "[REDACTED]" in one.message
+    assert "ghp_" not in one.message + one.summary
+    assert "[REDACTED]" in one.message
 
 
 def test_a_large_log_is_analyzed_in_bounded_memory(tmp_path: Path) -> None:
     """A 60 MB log with the failure at its end: the child's peak RSS stays small."""
     run = next(r for r in runs() if r.bug == "tb_zerodiv")
     big = tmp_path / "big.log"
-    noise = b"".join(b"2024-05-01T12:00:00Z INFO step %d ok, nothing to see here\n" % i
-                     for i in range(20000))  # fmt: skip
+    noise = b"".join(
+        b"2024-05-01T12:00:00Z INFO step %d ok, nothing to see here\n" % i for i in range(20000)
+    )
     with big.open("wb") as out:
         for _ in range(60 * 1024 * 1024 // len(noise)):
             out.write(noise)
         out.write(run.log.read_bytes())
     code = (
-        "import resource, sys\nfrom pathlib import Path\nfrom patchheal.failure import analyze_file\n"
+        "import resource, sys\nfrom pathlib import Path\n"
+        "from patchheal.failure import analyze_file\n"
         "f = analyze_file(Path(sys.argv[1]))\n"
         "print(f.fingerprint, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code, str(big)], capture_output=True,
-                         text=True, check=True).stdout.split()  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(big)], capture_output=True, text=True, check=True
+    ).stdout.split()
     assert out[0] == _fingerprint(run)
     assert int(out[1]) < 150 * 1024, f"peak RSS {int(out[1]) // 1024} MB"
 
@@ -201,9 +215,11 @@ def test_similarity_same_bug_kind_and_unrelated() -> None:
 
 
 def test_similarity_finds_the_same_failure_in_another_test() -> None:
-    log = ("Traceback (most recent call last):\n"
-           '  File "/w/app/stats.py", line 2, in mean\n'
-           "ZeroDivisionError: division by zero\n")  # fmt: skip
+    log = (
+        "Traceback (most recent call last):\n"
+        '  File "/w/app/stats.py", line 2, in mean\n'
+        "ZeroDivisionError: division by zero\n"
+    )
     a = analyze(log)
     b = analyze(log.replace("line 2, in mean", "line 7, in mean").replace("/w/", "/x/"))
     c = analyze(log.replace("in mean", "in median"))
@@ -213,5 +229,7 @@ def test_similarity_finds_the_same_failure_in_another_test() -> None:
 
 
 def test_canonical_test_ids_agree_across_runners() -> None:
-    assert canonical_test_id("tests/test_x.py::TestA::test_b[1-2]") == "tests.test_x.TestA.test_b[1-2]"
+    assert (
+        canonical_test_id("tests/test_x.py::TestA::test_b[1-2]") == "tests.test_x.TestA.test_b[1-2]"
+    )
     assert canonical_test_id("tests.test_x.TestA.test_b[1-2]") == "tests.test_x.TestA.test_b[1-2]"

@@ -13,15 +13,33 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "data"))
-from corpus_index import runs  # noqa: E402
+from corpus_index import runs
 
-KEYS = {"fingerprint", "classification", "retryable", "error_type", "message", "summary",
-        "source", "frames", "failing_tests", "evidence", "next_actions", "log_bytes"}  # fmt: skip
+KEYS = {
+    "fingerprint",
+    "classification",
+    "retryable",
+    "error_type",
+    "message",
+    "summary",
+    "source",
+    "frames",
+    "failing_tests",
+    "evidence",
+    "next_actions",
+    "log_bytes",
+}
 
 
-def _cli(*args: str, stdin: bytes | None = None, timeout: float = 60) -> subprocess.CompletedProcess[bytes]:  # noqa: E501
-    return subprocess.run([sys.executable, "-m", "patchheal", "fingerprint", *args], input=stdin,
-                          capture_output=True, timeout=timeout)  # fmt: skip
+def _cli(
+    *args: str, stdin: bytes | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "patchheal", "fingerprint", *args],
+        input=stdin,
+        capture_output=True,
+        timeout=timeout,
+    )
 
 
 def _run(bug: str):  # type: ignore[no-untyped-def]
@@ -34,18 +52,21 @@ def test_json_output() -> None:
     assert done.returncode == 0, done.stderr
     payload = json.loads(done.stdout)
     assert set(payload) == KEYS
-    assert payload["classification"] == "code_bug" and payload["retryable"] is True
+    assert payload["classification"] == "code_bug"
+    assert payload["retryable"] is True
     assert payload["failing_tests"] == ["tests/test_pricing.py::test_total_applies_discount"]
     assert all(frame["in_project"] for frame in payload["frames"])
-    assert payload["evidence"] and payload["next_actions"]
+    assert payload["evidence"]
+    assert payload["next_actions"]
 
 
 def test_stdin_gives_the_same_answer_and_junit_option_works() -> None:
     run = _run("pt_junit")
     assert run.junit is not None
     from_file = json.loads(_cli(str(run.log), "--junit", str(run.junit), "--json").stdout)
-    from_stdin = json.loads(_cli("-", "--junit", str(run.junit), "--json",
-                                 stdin=run.log.read_bytes()).stdout)  # fmt: skip
+    from_stdin = json.loads(
+        _cli("-", "--junit", str(run.junit), "--json", stdin=run.log.read_bytes()).stdout
+    )
     assert from_file == from_stdin
     assert from_file["source"] == "junit"
 
@@ -55,13 +76,18 @@ def test_text_output_names_class_and_next_actions() -> None:
     text = done.stdout.decode()
     assert done.returncode == 0
     assert "classification: infra_issue (retryable)" in text
-    assert "evidence:" in text and "next:" in text
+    assert "evidence:" in text
+    assert "next:" in text
 
 
 @pytest.mark.parametrize(
     ("content", "message"),
-    [(b"", "is empty"), (b"   \n\n", "is empty"), (os.urandom(200_000), "binary"),
-     (b"\x00" * 70_000 + b"Traceback", "binary")],  # fmt: skip
+    [
+        (b"", "is empty"),
+        (b"   \n\n", "is empty"),
+        (os.urandom(200_000), "binary"),
+        (b"\x00" * 70_000 + b"Traceback", "binary"),
+    ],
     ids=["empty", "blank", "random-bytes", "nul-bytes"],
 )
 def test_bad_logs_exit_2_with_a_clear_message(tmp_path: Path, content: bytes, message: str) -> None:
@@ -82,7 +108,8 @@ def test_unreadable_missing_and_directory_exit_2(tmp_path: Path) -> None:
     bad_xml = tmp_path / "bad.xml"
     bad_xml.write_text("<testsuite><testcase")
     done = _cli(str(log), "--junit", str(bad_xml))
-    assert done.returncode == 2 and b"not well-formed" in done.stderr
+    assert done.returncode == 2
+    assert b"not well-formed" in done.stderr
     if os.getuid() != 0:  # root reads anything
         log.chmod(0)
         assert _cli(str(log)).returncode == 2
@@ -98,14 +125,17 @@ def test_a_2_gb_log_is_answered_in_bounded_memory_and_time(tmp_path: Path) -> No
         out.write(b"INFO starting\n" * 5000)
         out.seek(2 * 1024**3 - len(tail))
         out.write(tail)
-    code = ("import resource, subprocess, sys\n"
-            "p = subprocess.run([sys.executable, '-m', 'patchheal', 'fingerprint', sys.argv[1], "
-            "'--json'], capture_output=True)\n"
-            "print(p.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
-            "sys.stdout.write(p.stdout.decode())")  # fmt: skip
+    code = (
+        "import resource, subprocess, sys\n"
+        "p = subprocess.run([sys.executable, '-m', 'patchheal', 'fingerprint', sys.argv[1], "
+        "'--json'], capture_output=True)\n"
+        "print(p.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+        "sys.stdout.write(p.stdout.decode())"
+    )
     start = time.monotonic()
-    done = subprocess.run([sys.executable, "-c", code, str(log)], capture_output=True, text=True,
-                          timeout=300)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(log)], capture_output=True, text=True, timeout=300
+    )
     elapsed = time.monotonic() - start
     status, payload = done.stdout.split("\n", 1)
     code_rc, maxrss_kb = (int(x) for x in status.split())

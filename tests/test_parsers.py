@@ -9,11 +9,12 @@ import pytest
 
 from patchheal.errors import BadInput
 from patchheal.normalize import clean, normalize_message, path_kind, relative_path
-from patchheal.parsers import generic, junit, pytest as pytest_parser, sections, traceback
+from patchheal.parsers import generic, junit, sections, traceback
+from patchheal.parsers import pytest as pytest_parser
 from patchheal.parsers import unittest as unittest_parser
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "data"))
-from corpus_index import runs  # noqa: E402
+from corpus_index import runs
 
 
 def _log(bug: str) -> str:
@@ -88,7 +89,9 @@ def test_pytest_short_tracebacks_and_summary_only() -> None:
     parsed = pytest_parser.parse(short)
     assert parsed.error_type == "ZeroDivisionError"
     assert [(f.file, f.function) for f in parsed.frames] == [
-        ("tests/test_calc.py", "test_div"), ("app/calc.py", "div")]  # fmt: skip
+        ("tests/test_calc.py", "test_div"),
+        ("app/calc.py", "div"),
+    ]
     only_summary = pytest_parser.parse(
         "FAILED tests/test_x.py::test_y[a-1] - ValueError: nope\n1 failed in 0.1s\n"
     )
@@ -98,8 +101,10 @@ def test_pytest_short_tracebacks_and_summary_only() -> None:
 
 def test_unittest_blocks() -> None:
     parsed = unittest_parser.parse(_log("ut_assert"))
-    assert parsed.failing_tests == ["tests.test_version.TestVersion.test_bad",
-                                    "tests.test_version.TestVersion.test_order"]  # fmt: skip
+    assert parsed.failing_tests == [
+        "tests.test_version.TestVersion.test_bad",
+        "tests.test_version.TestVersion.test_order",
+    ]
     assert parsed.error_type == "AttributeError"
 
 
@@ -121,7 +126,10 @@ def test_junit_from_pytest_and_from_java() -> None:
     parsed = junit.parse(java)
     assert parsed.failing_tests == ["com.shop.CartTest.totals"]
     assert parsed.error_type == "java.lang.NullPointerException"
-    assert [f.function for f in parsed.frames][-2:] == ["com.shop.CartTest.totals", "com.shop.Cart.total"]
+    assert [f.function for f in parsed.frames][-2:] == [
+        "com.shop.CartTest.totals",
+        "com.shop.Cart.total",
+    ]
     assert path_kind("org.junit.runners.ParentRunner.run") == "stdlib"
 
 
@@ -132,7 +140,8 @@ def test_junit_bad_xml_is_bad_input() -> None:
 
 def test_compiler_and_linter_lines() -> None:
     gcc = generic.parse(_log("gcc_error"))
-    assert gcc.source == "compiler" and gcc.frames[0].file.endswith("src/main.c")
+    assert gcc.source == "compiler"
+    assert gcc.frames[0].file.endswith("src/main.c")
     mypy = generic.parse(_log("mypy_error"))
     assert (mypy.error_type, mypy.frames[0].file) == ("arg-type", "app/geometry.py")
     more = generic.parse(
@@ -144,10 +153,15 @@ def test_compiler_and_linter_lines() -> None:
 
 
 def test_generic_error_block_near_the_end() -> None:
-    log = "\n".join(["building..."] * 50 + [
-        "npm ERR! code ERESOLVE", "npm ERR! ERESOLVE unable to resolve dependency tree",
-        "npm ERR! A complete log of this run can be found in: /root/.npm/_logs/x.log",
-        "Error: Process completed with exit code 1."])  # fmt: skip
+    log = "\n".join(
+        ["building..."] * 50
+        + [
+            "npm ERR! code ERESOLVE",
+            "npm ERR! ERESOLVE unable to resolve dependency tree",
+            "npm ERR! A complete log of this run can be found in: /root/.npm/_logs/x.log",
+            "Error: Process completed with exit code 1.",
+        ]
+    )
     parsed = generic.parse(log)
     assert parsed.error_type == "ERESOLVE"
     assert parsed.message.startswith("npm ERR! code ERESOLVE")
@@ -157,9 +171,11 @@ def test_generic_error_block_near_the_end() -> None:
 
 
 def test_normalization_placeholders() -> None:
-    text = ("at 0x7f3a2b1c4d50 2026-01-02T03:04:05.123Z 12:00:01 took 1.25s pid=4242 "
-            "127.0.0.1:54321 seed=99 12.5MB 123e4567-e89b-12d3-a456-426614174000 "
-            "/tmp/tmpab_cd123/out.csv {'b', 'a'} {'y': 2, 'x': 1} deadbeefcafe1234 line 42")  # fmt: skip
+    text = (
+        "at 0x7f3a2b1c4d50 2026-01-02T03:04:05.123Z 12:00:01 took 1.25s pid=4242 "
+        "127.0.0.1:54321 seed=99 12.5MB 123e4567-e89b-12d3-a456-426614174000 "
+        "/tmp/tmpab_cd123/out.csv {'b', 'a'} {'y': 2, 'x': 1} deadbeefcafe1234 line 42"
+    )
     assert normalize_message(text) == (
         "at 0x<addr> <ts> <time> took <dur> pid=<n> <ip>:<port> seed=<n> <size> <uuid> "
         "<tmp>/out.csv {'a', 'b'} {'x': 1, 'y': 2} <hex> line <n>"
@@ -179,16 +195,45 @@ def test_paths_made_repo_relative_and_library_paths_marked() -> None:
 
 
 def test_clean_strips_ansi_redraws_and_ci_timestamps() -> None:
-    raw = ("2026-01-01T00:00:00.1234567Z \x1b[31mFAILED\x1b[0m tests/a.py::t\r\n"
-           "progress 10%\rprogress 100%\n##[group]Run pytest\n")  # fmt: skip
+    raw = (
+        "2026-01-01T00:00:00.1234567Z \x1b[31mFAILED\x1b[0m tests/a.py::t\r\n"
+        "progress 10%\rprogress 100%\n##[group]Run pytest\n"
+    )
     assert clean(raw) == "FAILED tests/a.py::t\nprogress 100%\nRun pytest\n"
 
 
 def test_sections_keep_markers_and_tail_of_a_noisy_log() -> None:
     noise = b"INFO nothing to see\n" * 200_000
-    data = noise + b"Traceback (most recent call last):\n  File \"/w/a.py\", line 1, in f\n" \
+    data = (
+        noise + b'Traceback (most recent call last):\n  File "/w/a.py", line 1, in f\n'
         b"ValueError: mid\n" + noise + b"FATAL: the end\n"
+    )
     excerpt = sections.scan_bytes(data)
-    assert "ValueError: mid" in excerpt.text and excerpt.text.endswith("FATAL: the end\n")
+    assert "ValueError: mid" in excerpt.text
+    assert excerpt.text.endswith("FATAL: the end\n")
     assert len(excerpt.text) < sections.TAIL + 200_000
     assert excerpt.total_bytes == len(data)
+
+
+def test_section_search_without_ahocorasick_finds_the_same_hits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The stdlib fallback (one bytes.find per marker) agrees with the automaton."""
+    import builtins
+
+    data = b"".join(r.log.read_bytes() for r in runs()[:10]) + b"x ERROR: y\nFATAL z\n"
+    fast = sections._search(memoryview(data))
+    real_import = builtins.__import__
+
+    def no_ahocorasick(name: str, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if name == "ahocorasick_rs":
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_ahocorasick)
+    slow = sections._make_search()(memoryview(data))
+    # Leftmost-first drops a hit that starts inside an earlier, overlapping one; find does not.
+    assert set(fast) <= set(slow)
+    assert {pos for pos, _ in slow} - {pos for pos, _ in fast} <= {
+        pos for pos, n in slow if any(p < pos < p + len(sections._MARKER_LIST[m]) for p, m in fast)
+    }

@@ -47,18 +47,38 @@ def seeded() -> list[tuple[str, str, str]]:
         ("aws secret (bare)", f"creds: {aws_secret[::-1]} loaded", aws_secret[::-1]),
         ("gcp api key", f"?key=AIza{_r(35, ALNUM + '_-')}&q=1", ""),
         ("gcp oauth token", f"token ya29.{_r(60, ALNUM + '_-')}", ""),
-        ("gcp service account", json.dumps({"type": "service_account", "private_key": pem_plain,
-                                            "private_key_id": _r(40, "0123456789abcdef")}),
-         plain_body.split("\n")[0]),  # fmt: skip
-        ("azure storage", f"DefaultEndpointsProtocol=https;AccountName=acct;AccountKey={_r(86, ALNUM + '+/')}==;", ""),  # noqa: E501
-        ("azure client secret", f"AZURE_CLIENT_SECRET value {_r(3)}8Q~{_r(34, ALNUM + '_-.~')}", ""),
+        (
+            "gcp service account",
+            json.dumps(
+                {
+                    "type": "service_account",
+                    "private_key": pem_plain,
+                    "private_key_id": _r(40, "0123456789abcdef"),
+                }
+            ),
+            plain_body.split("\n")[0],
+        ),
+        (
+            "azure storage",
+            f"DefaultEndpointsProtocol=https;AccountName=acct;AccountKey={_r(86, ALNUM + '+/')}==;",
+            "",
+        ),
+        (
+            "azure client secret",
+            f"AZURE_CLIENT_SECRET value {_r(3)}8Q~{_r(34, ALNUM + '_-.~')}",
+            "",
+        ),
         ("azure sas", f"https://acct.blob.core.windows.net/c/b?sv=2022-11-02&sig={_r(43)}%3D", ""),
         ("github classic", f"remote: ghp_{_r(36)} rejected", ""),
         ("github fine-grained", f"github_pat_{_r(22)}_{_r(59)}", ""),
         ("github oauth", f"gho_{_r(36)}", ""),
         ("gitlab", f"PRIVATE-TOKEN: glpat-{_r(20, ALNUM + '_-')}", ""),
         ("slack bot", f"xoxb-{_r(11, string.digits)}-{_r(13, string.digits)}-{_r(24)}", ""),
-        ("slack webhook", f"POST https://hooks.slack.com/services/T{_upper(8)}/B{_upper(10)}/{_r(24)}", ""),  # noqa: E501
+        (
+            "slack webhook",
+            f"POST https://hooks.slack.com/services/T{_upper(8)}/B{_upper(10)}/{_r(24)}",
+            "",
+        ),
         ("openai project", f"OpenAI key sk-proj-{_r(48, ALNUM + '_-')}", ""),
         ("openai legacy", f"sk-{_r(20)}T3BlbkFJ{_r(20)}", ""),
         ("anthropic", f"x-api-key: sk-ant-api03-{_r(80, ALNUM + '_-')}", ""),
@@ -66,8 +86,11 @@ def seeded() -> list[tuple[str, str, str]]:
         ("pem rsa", f"key file:\n{pem_rsa}\nend", rsa_body.split("\n")[2]),
         ("pem openssh", pem_ssh, ssh_body.split("\n")[-1]),
         ("url password", f"postgresql://app:{url_password}@db.internal:5432/app", url_password),
-        ("https password", f"git clone https://ci-bot:{url_password}x@git.example.invalid/r.git",
-         url_password + "x"),  # fmt: skip
+        (
+            "https password",
+            f"git clone https://ci-bot:{url_password}x@git.example.invalid/r.git",
+            url_password + "x",
+        ),
         ("authorization bearer", f"-H 'Authorization: Bearer {_r(32)}'", ""),
         ("authorization basic", f"Authorization: Basic {basic}", basic),
         ("secret assignment", f"SECRET={_r(18)}", ""),
@@ -106,7 +129,7 @@ def _as_diff(text: str) -> str:
 
 def _as_env(fmt: str, text: str) -> str:
     name = "SEEDED_" + "".join(c if c.isalnum() else "_" for c in fmt.upper())
-    return f"declare -x {name}=\"{text}\"\n{name}={text}\n"
+    return f'declare -x {name}="{text}"\n{name}={text}\n'
 
 
 def test_none_survives_in_logs_diffs_and_env_dumps() -> None:
@@ -133,15 +156,24 @@ def test_bare_high_entropy_tokens_are_masked() -> None:
 
 def test_job_secret_values_are_masked_wherever_they_appear() -> None:
     value = _r(20)
-    environ = {"PAYMENTS_API_TOKEN": value, "DB_PASSWORD": "pw-" + _r(9), "HOME": "/root",
-               "SHORT_SECRET": "abc", "CUSTOM": "custom-" + _r(10)}  # fmt: skip
+    environ = {
+        "PAYMENTS_API_TOKEN": value,
+        "DB_PASSWORD": "pw-" + _r(9),
+        "HOME": "/root",
+        "SHORT_SECRET": "abc",
+        "CUSTOM": "custom-" + _r(10),
+    }
     scrubber = Scrubber.from_env(["CUSTOM"], environ)
-    text = (f"connected with {value}\nurl=https://x/?t={value}\npass {environ['DB_PASSWORD']}\n"
-            f"named {environ['CUSTOM']} home /root short abc")  # fmt: skip
+    text = (
+        f"connected with {value}\nurl=https://x/?t={value}\npass {environ['DB_PASSWORD']}\n"
+        f"named {environ['CUSTOM']} home /root short abc"
+    )
     out = scrubber.scrub(text)
-    assert value not in out and environ["DB_PASSWORD"] not in out
+    assert value not in out
+    assert environ["DB_PASSWORD"] not in out
     assert environ["CUSTOM"] not in out, "variables named by the job are masked too"
-    assert "/root" in out and "short abc" in out, "non-secret and too-short values stay"
+    assert "/root" in out, "non-secret and too-short values stay"
+    assert "short abc" in out, "non-secret and too-short values stay"
 
 
 def test_default_scrubber_follows_the_process_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -171,13 +203,16 @@ def test_scrub_obj_walks_json_payloads() -> None:
     token = "ghp_" + _r(36)
     payload = {"a": [token, ("x", token)], token: {"n": 1, "s": f"Bearer {_r(30)}"}}
     out = Scrubber().scrub_obj(payload)
-    assert token not in json.dumps(out) and "Bearer" in json.dumps(out)
-    assert out["a"][1][0] == "x" and isinstance(out["a"][1], tuple)
+    assert token not in json.dumps(out)
+    assert "Bearer" in json.dumps(out)
+    assert out["a"][1][0] == "x"
+    assert isinstance(out["a"][1], tuple)
 
 
 def test_scrubbing_a_large_log_is_fast() -> None:
-    noise = "".join(f"2026-01-01T00:00:{i % 60:02d}Z INFO step {i} ok token_count={i}\n"
-                    for i in range(50000))  # fmt: skip
+    noise = "".join(
+        f"2026-01-01T00:00:{i % 60:02d}Z INFO step {i} ok token_count={i}\n" for i in range(50000)
+    )
     text = noise * 4 + _as_log("Authorization: Bearer " + _r(40), 1)
     scrubber = Scrubber()
     start = time.perf_counter()
@@ -196,16 +231,18 @@ def test_importing_scrub_is_cheap() -> None:
 def test_a_full_heal_run_writes_no_secret(make_repo, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """Invariant: every file a heal run writes (store, events, logs, reports) is scrubbed."""
     token, password = "ghp_" + _r(36), _r(18)
-    repo = make_repo({
-        "app/__init__.py": "",
-        "app/calc.py": "def add(a, b):\n    return a - b\n",
-        "tests/test_calc.py": (
-            "import os\nfrom app.calc import add\n\n\ndef test_add():\n"
-            f"    print('calling https://bot:{password}@api.example.invalid with {token}')\n"
-            "    print('env token', os.environ.get('JOB_API_TOKEN'))\n"
-            "    assert add(2, 2) == 4\n"
-        ),
-    })  # fmt: skip
+    repo = make_repo(
+        {
+            "app/__init__.py": "",
+            "app/calc.py": "def add(a, b):\n    return a - b\n",
+            "tests/test_calc.py": (
+                "import os\nfrom app.calc import add\n\n\ndef test_add():\n"
+                f"    print('calling https://bot:{password}@api.example.invalid with {token}')\n"
+                "    print('env token', os.environ.get('JOB_API_TOKEN'))\n"
+                "    assert add(2, 2) == 4\n"
+            ),
+        }
+    )
     candidates = tmp_path / "candidates"
     candidates.mkdir()
     (candidates / "01-fix.patch").write_text(
@@ -215,17 +252,38 @@ def test_a_full_heal_run_writes_no_secret(make_repo, tmp_path: Path) -> None:  #
     state, reports, db = tmp_path / "var", tmp_path / "reports", tmp_path / "store" / "s.sqlite3"
     db.parent.mkdir()
     env_secret = _r(22)
-    argv = [sys.executable, "-m", "patchheal", "heal", "--repo", str(repo), "--base", "main",
-            "--step", "python -m pytest -q -p no:cacheprovider tests/test_calc.py",
-            "--proposer", f"patchfiles:{candidates}", "--harness", "local",
-            "--db", str(db), "--state-dir", str(state), "--reports", str(reports), "--json"]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "patchheal",
+        "heal",
+        "--repo",
+        str(repo),
+        "--base",
+        "main",
+        "--step",
+        "python -m pytest -q -p no:cacheprovider tests/test_calc.py",
+        "--proposer",
+        f"patchfiles:{candidates}",
+        "--harness",
+        "local",
+        "--db",
+        str(db),
+        "--state-dir",
+        str(state),
+        "--reports",
+        str(reports),
+        "--json",
+    ]
     env = {**__import__("os").environ, "JOB_API_TOKEN": env_secret}
     done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=240)
     assert done.returncode in (0, 1), done.stderr[-2000:]
     written = [p for p in (state, reports, db.parent) if p.exists()]
     files = [f for root in written for f in root.rglob("*") if f.is_file()]
-    assert any(f.suffix == ".json" for f in files) and db.exists()
+    assert any(f.suffix == ".json" for f in files)
+    assert db.exists()
     for secret in (token, password, env_secret):
         leaked = [str(f) for f in files if secret.encode() in f.read_bytes()]
         assert not leaked, f"a secret was written to {leaked}"
-    assert token not in done.stdout and password not in done.stdout
+    assert token not in done.stdout
+    assert password not in done.stdout

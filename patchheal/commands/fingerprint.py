@@ -21,7 +21,9 @@ import click
 @click.option("--repo-root", default=None, type=click.Path(file_okay=False),
               help="the repository the log comes from (makes paths repo-relative)")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="print JSON on stdout")
-def fingerprint(logfile: Path, junit_path: Path | None, repo_root: str | None, as_json: bool) -> None:
+def fingerprint(
+    logfile: Path, junit_path: Path | None, repo_root: str | None, as_json: bool
+) -> None:
     """Print the fingerprint, class and evidence of the failure in LOGFILE (`-`: stdin)."""
     from patchheal.classify import classify
     from patchheal.errors import BadInput

@@ -17,13 +17,13 @@ _COMPILER = re.compile(
 # rustc: `error[E0308]: mismatched types` then `  --> src/main.rs:4:5`
 _RUST = re.compile(
     r"^error\[(?P<code>E\d+)\]: (?P<msg>.*)\n\s*--> (?P<file>[^:\s]+):(?P<line>\d+)", re.MULTILINE
-)  # noqa: E501
+)
 _JAVA_FRAME = re.compile(
     r"^\s+at (?P<func>[\w$.<>/]+)\((?P<file>[^:)]+)(?::(?P<line>\d+))?\)", re.MULTILINE
-)  # noqa: E501
+)
 _JS_FRAME = re.compile(
     r"^\s+at (?:(?P<func>[^\s(][^(]*?) \()?(?P<file>[^\s()]+?):(?P<line>\d+):\d+\)?$", re.MULTILINE
-)  # noqa: E501
+)
 _ERRORISH = re.compile(
     r"(?i)\b(?:error|fatal|failed|failure|exception|panic|killed|denied|refused|timed out"
     r"|cannot|unable to|not found|no such|violat\w*|exit (?:code|status))\b|ERR!"

@@ -36,7 +36,7 @@ def _body(text: str, error_type: str, message: str) -> RawException:
         parsed = tb.parse(text)
         return RawException(
             parsed.error_type or error_type, parsed.message or message, parsed.frames
-        )  # noqa: E501
+        )
     return RawException(error_type, message, stack_frames(text))
 
 
@@ -57,7 +57,7 @@ def parse(source: str | bytes | Path) -> ParsedFailure:
     failures: list[tuple[str, RawException, str]] = []
     failing: list[str] = []
     try:
-        for _, elem in ET.iterparse(stream, events=("end",)):  # type: ignore[arg-type]
+        for _, elem in ET.iterparse(stream, events=("end",)):
             if _local(elem.tag) != "testcase":
                 continue
             bad = next((c for c in elem if _local(c.tag) in ("failure", "error")), None)

@@ -15,9 +15,10 @@ from patchheal.parsers.traceback import _EXCEPTION
 
 _SECTION = re.compile(r"^=+ (FAILURES|ERRORS) =+$", re.MULTILINE)
 _SECTION_END = re.compile(
-    r"^=+ .*(?:short test summary info|warnings summary|\d+ (?:failed|passed|error)|captured|coverage|Interrupted).* =+$|^!+ .* !+$",
+    r"^=+ .*(?:short test summary info|warnings summary|\d+ (?:failed|passed|error)|captured"
+    r"|coverage|Interrupted).* =+$|^!+ .* !+$",
     re.MULTILINE,
-)  # noqa: E501
+)
 _HEADER = re.compile(r"^_{3,} (.+?) _{3,}$", re.MULTILINE)
 _HEADER_PREFIX = re.compile(r"^(?:ERROR at (?:setup|teardown) of |ERROR collecting |Failed: )")
 _ENTRY_SEPARATOR = re.compile(r"^(?:_ ){5,}_?\s*$")
@@ -27,10 +28,10 @@ _LOCATION = re.compile(
 _DEF = re.compile(r"^\s*>?\s*(?:async\s+)?def (\w+)\(")
 _SUMMARY = re.compile(
     r"^(?P<kind>FAILED|ERROR) (?P<id>[^\s\[]+(?:\[.*?\])?)(?: - (?P<msg>.*))?$", re.MULTILINE
-)  # noqa: E501
+)
 _VERBOSE = re.compile(
     r"^(?P<id>[^\s\[]+::[^\s\[]+(?:\[.*?\])?) (?P<kind>FAILED|ERROR)\b", re.MULTILINE
-)  # noqa: E501
+)
 _ROOTDIR = re.compile(r"^rootdir: (\S+)", re.MULTILINE)
 _CHAIN = re.compile(
     r"^(?:The above exception was the direct cause of the following exception:"
@@ -99,7 +100,7 @@ def _parse_part(part: str) -> RawException:
         )
     return RawException(
         located_type or ("AssertionError" if first.startswith("assert") else ""), message, frames
-    )  # noqa: E501
+    )
 
 
 def _match_id(header: str, ids: list[str]) -> str:
@@ -132,7 +133,7 @@ def parse(text: str) -> ParsedFailure:
         block = text[summary.start() :] if summary else ""
         return ParsedFailure(
             "pytest", error_type, msg, failing_tests=failing, block=block[:4000], rootdir=rootdir
-        )  # noqa: E501
+        )
     test_id, chain, body = min(parsed, key=lambda item: item[0])
     primary = chain[-1]
     return ParsedFailure(

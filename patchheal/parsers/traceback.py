@@ -93,11 +93,10 @@ def parse(text: str) -> ParsedFailure:
     """The last traceback chain of `text` as a failure: its final exception is the primary."""
     chains = parse_chains(text)
     if not chains:
-        syntax = None
-        for syntax in _SYNTAX.finditer(text):
-            pass
-        if syntax is None:
+        matches = list(_SYNTAX.finditer(text))
+        if not matches:
             return ParsedFailure(source="traceback")
+        syntax = matches[-1]
         frame = RawFrame(syntax["file"], "", int(syntax["line"]))
         return ParsedFailure(
             source="traceback",

@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (the bugs are small programs embedded as strings, kept one statement a line)
 """The bugs of the failure corpus: small failing programs and how to run them.
 
 Each bug is a project (files), a command, an expected class, and optionally a
@@ -9,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import http.server
-import os
 import socket
 import threading
 import zipfile
@@ -29,7 +29,7 @@ def _http(status: int, reason: str, body: bytes = b"") -> Context:
     @contextlib.contextmanager
     def context(project: Path) -> Iterator[dict[str, str]]:
         class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+            def do_GET(self) -> None:
                 self.send_response(status, reason)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
@@ -100,8 +100,8 @@ def _wheel(directory: Path, name: str, version: str, requires: list[str]) -> Non
     dist = f"{name.replace('-', '_')}-{version}"
     meta = "".join(f"Requires-Dist: {r}\n" for r in requires)
     files = {
-        f"{dist}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n{meta}",  # noqa: E501
-        f"{dist}.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: corpus\nRoot-Is-Purelib: true\nTag: py3-none-any\n",  # noqa: E501
+        f"{dist}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n{meta}",
+        f"{dist}.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: corpus\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
         f"{dist}.dist-info/RECORD": "",
     }
     with zipfile.ZipFile(directory / f"{dist}-py3-none-any.whl", "w") as archive:
@@ -176,7 +176,7 @@ BUGS: tuple[Bug, ...] = (
          "if __name__ == '__main__':\n    Registry().check({'alpha'})\n"},
         (PY, "{project}/app/plugins.py")),
     Bug("tb_syntax", "code_bug", "traceback", "a module that does not compile",
-        {"app/__init__.py": "", "app/broken.py": "def total(items):\n    return sum(i.price for i in items\n\n\nprint(total([]))\n"},  # noqa: E501
+        {"app/__init__.py": "", "app/broken.py": "def total(items):\n    return sum(i.price for i in items\n\n\nprint(total([]))\n"},
         (PY, "{project}/app/broken.py")),
     Bug("tb_missing_project_module", "code_bug", "traceback", "imports a module of the project that is gone",
         {"app/__init__.py": "", "app/main.py": _SYS_PATH + "import app.helpers\n\napp.helpers.run()\n"},
@@ -311,7 +311,7 @@ BUGS: tuple[Bug, ...] = (
         {"download.py": "import random, sys\nrun_id = random.randrange(10**9)\n"
          "print(f\"Downloading single artifact 'build-output' from run {run_id}\")\n"
          "print('Error: Unable to download artifact(s): Artifact not found for name: build-output', file=sys.stderr)\n"
-         "print('Please ensure that your artifact is not expired and the artifact was uploaded using a compatible version.', file=sys.stderr)\n"  # noqa: E501
+         "print('Please ensure that your artifact is not expired and the artifact was uploaded using a compatible version.', file=sys.stderr)\n"
          "sys.exit(1)\n"},
         (PY, "{project}/download.py")),
     Bug("read_timeout", "infra_issue", "traceback", "a service accepts the connection and never answers",

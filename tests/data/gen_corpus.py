@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from corpus_bugs import BUGS, Bug  # noqa: E402
+from corpus_bugs import BUGS, Bug
 
 HERE = Path(__file__).resolve().parent
 RUNS = 3
