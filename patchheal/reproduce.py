@@ -89,6 +89,7 @@ def reproduce(
         exit_code=result.exit_code,
         oom_killed=result.oom_killed,
         timed_out=result.timed_out,
+        repo_root=str(tree),
     )
     if ci_fingerprint is not None and ci_fingerprint != failure.fingerprint:
         classification = Classification(
