@@ -267,6 +267,6 @@ def build_context(
         constraints=tuple(clean(c) for c in _constraints(job)),
         prior_attempts=priors,
         hints=kept_hints,
-        escalation=level,  # type: ignore[arg-type]
+        escalation=level,
         exhausted_buckets=tuple(clean(b) for b in exhausted_buckets(same)),
     )

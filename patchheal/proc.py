@@ -177,7 +177,7 @@ def run(
         exit_code=exit_code,
         output=buffer.text(),
         duration_seconds=time.monotonic() - started,
-        timed_out=timed_out,  # type: ignore[arg-type]
+        timed_out=timed_out,
         truncated=buffer.dropped > 0,
         harness=harness,
     )

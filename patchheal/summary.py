@@ -55,7 +55,7 @@ def build_report(loop: HealLoop, store: AttemptStore) -> JobReport:
         base_commit=loop.base_commit,
         harness=loop.harness_name,
         harness_reason=loop.harness_reason,
-        status=loop.status,  # type: ignore[arg-type]
+        status=loop.status,
         retryable=loop.retryable,
         stop_reason=loop.stop_reason,
         started_at=loop.started,

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
 
-def _db_option(func):  # type: ignore[no-untyped-def]
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _db_option(func: F) -> F:
     return click.option(
         "--db",
         default="var/memory/attempts.sqlite3",

@@ -164,7 +164,7 @@ class ComposeHarness:
             exit_code=done.exit_code,
             output=done.output,
             duration_seconds=done.duration,
-            timed_out=done.timed_out,  # type: ignore[arg-type]
+            timed_out=done.timed_out,
             truncated=done.truncated,
             oom_killed=done.oom_killed,
             harness=self.name,

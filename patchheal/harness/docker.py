@@ -132,7 +132,7 @@ class DockerHarness:
             exit_code=done.exit_code,
             output=output,
             duration_seconds=done.duration,
-            timed_out=done.timed_out,  # type: ignore[arg-type]
+            timed_out=done.timed_out,
             truncated=done.truncated,
             oom_killed=done.oom_killed,
             harness=self.name,
