@@ -15,7 +15,14 @@ from patchheal.classify import classify, flaky
 from patchheal.config import BudgetSpec, StepSpec
 from patchheal.failure import analyze, analyze_file
 from patchheal.harness.base import Harness
-from patchheal.models import Classification, CommandResult, Failure, FailureClass, Verdict
+from patchheal.models import (
+    PATCHABLE_CLASSES,
+    Classification,
+    CommandResult,
+    Failure,
+    FailureClass,
+    Verdict,
+)
 from patchheal.verdict import judge
 
 # A step that passes on reproduction is rerun this many times to tell a
@@ -105,7 +112,7 @@ def reproduce(
                 "(image, setup, environment) with the CI runner, then heal again.",
             ),
         )
-    elif budget.flaky_reruns and classification.failure_class is FailureClass.CODE_BUG:
+    elif budget.flaky_reruns and classification.failure_class in PATCHABLE_CLASSES:
         passes = sum(
             1
             for _ in range(budget.flaky_reruns)

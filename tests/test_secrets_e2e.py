@@ -17,7 +17,7 @@ AWS_KEY = "AKIA" + "Q3EGRIKJ5WPLXNZT"
 ENV_SECRET = "s3cr3t-value-from-the-environment-91827"
 PASSWORD_URL = "postgres://deploy:hunter2-very-secret@db.internal:5432/app"
 
-LEAKY_TEST = f'''\
+LEAKY_TEST = f"""\
 import os
 
 from calc import add
@@ -29,7 +29,7 @@ def test_add():
     print("env", os.environ.get("MY_API_TOKEN"))
     print("db {PASSWORD_URL}")
     assert add(2, 3) == 5
-'''
+"""
 
 
 @pytest.mark.slow
@@ -45,21 +45,29 @@ def test_no_seeded_secret_survives_in_any_file_a_heal_run_wrote(
     command = f"{sys.executable} -m pytest -q -s tests/test_calc.py::test_add"
     run = subprocess.run(command, shell=True, cwd=repo, capture_output=True, text=True)
     ci_log = tmp_path / "ci.log"
-    ci_log.write_text(f"Authorization: Bearer {GITHUB_TOKEN}\nAWS_ACCESS_KEY_ID={AWS_KEY}\n"
-                      f"MY_API_TOKEN={ENV_SECRET}\n{run.stdout}{run.stderr}")
+    ci_log.write_text(
+        f"Authorization: Bearer {GITHUB_TOKEN}\nAWS_ACCESS_KEY_ID={AWS_KEY}\n"
+        f"MY_API_TOKEN={ENV_SECRET}\n{run.stdout}{run.stderr}"
+    )
     spec_path = write_spec(
-        tmp_path / "job.toml", repo, diffs=[leaky_fix, fix],
+        tmp_path / "job.toml",
+        repo,
+        diffs=[leaky_fix, fix],
         steps=[("unit", command)],
         extra="",
     )
-    text = spec_path.read_text().replace('harness = "local"',
-                                         'harness = "local"\nenv = ["MY_API_TOKEN"]')
+    text = spec_path.read_text().replace(
+        'harness = "local"', 'harness = "local"\nenv = ["MY_API_TOKEN"]'
+    )
     text = text.replace("[[steps]]", "[[steps]]\nlog = " + repr(str(ci_log)).replace("'", '"'), 1)
     spec_path.write_text(text)
     spec = load_spec(spec_path)
     state, reports, db = tmp_path / "var", tmp_path / "reports", tmp_path / "store.sqlite3"
-    result = HealLoop(spec, spec_to_toml(spec), HealOptions(
-        state_dir=state, db=str(db), reports_dir=reports, keep_worktrees=False)).run()
+    result = HealLoop(
+        spec,
+        spec_to_toml(spec),
+        HealOptions(state_dir=state, db=str(db), reports_dir=reports, keep_worktrees=False),
+    ).run()
     outcomes = [a.outcome.value for s in result.report.steps for a in s.attempts]
     assert outcomes == ["rejected_policy", "fixed"], outcomes
     assert "secret" in result.report.steps[0].attempts[0].reason
