@@ -163,3 +163,20 @@ def test_binary_spec_file_is_exit_2(tmp_path: Path) -> None:
     result = patchheal("heal", str(path), cwd=tmp_path)
     assert result.returncode == 2
     assert "not UTF-8" in result.stderr or "not valid TOML" in result.stderr
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.usefixtures("require_docker")
+def test_demo_heals_inside_docker_when_an_engine_is_reachable(tmp_path: Path) -> None:
+    """The authoritative harness: with an engine, the demo's steps run in a container,
+    whose image patchheal builds itself when none can be pulled."""
+    result = patchheal(
+        "demo", "--workdir", str(tmp_path / "work"), "--json", cwd=tmp_path, timeout=900
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads(result.stdout)
+    assert [a["outcome"] for a in summary["attempts"]] == DEMO_OUTCOMES
+    assert "harness: docker:python" in result.stderr
+    report = json.loads(Path(summary["reports"]["json"]).read_text())
+    assert report["harness"] == "docker:python"
