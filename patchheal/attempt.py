@@ -57,6 +57,8 @@ class StepState:
     baseline: Verdict
     regression_baseline: Verdict | None
     attempts: list[AttemptRecord] = field(default_factory=list)
+    failure_class: str = "unknown"
+    """The step's failure classification: a tag on every attempt's metrics."""
 
 
 @dataclass
@@ -152,7 +154,11 @@ class AttemptRunner:
             data={"record": record.model_dump(mode="json")},
         )
         self.store.record_attempt(record)
-        tags = {"strategy": record.strategy, "outcome": outcome.value}
+        tags = {
+            "failure_class": step.failure_class,
+            "strategy": record.strategy,
+            "outcome": outcome.value,
+        }
         self.metrics.incr("self_heal.attempts_total", tags=tags)
         self.metrics.timing("step.duration_seconds", record.duration_seconds, tags=tags)
         if outcome is Outcome.TIMEOUT:

@@ -34,6 +34,8 @@ class Checkpoint(BaseModel):
     files: dict[str, str | None]
     finished_at: float
     commit: str = ""
+    message: str = ""
+    """The step's commit message, so a replayed branch reads like the original one."""
 
 
 def write_checkpoint(
@@ -46,6 +48,7 @@ def write_checkpoint(
     diff: str,
     worktree: Path,
     commit: str,
+    message: str = "",
 ) -> Checkpoint:
     """Record a verified step; the patch is written before its metadata."""
     checkpoint = Checkpoint(
@@ -57,6 +60,7 @@ def write_checkpoint(
         files=file_checksums(worktree, touched_files(diff)),
         finished_at=time.time(),
         commit=commit,
+        message=message,
     )
     paths.write_text(paths.checkpoint_patch(step_index), diff)
     paths.write_json(paths.checkpoint_meta(step_index), checkpoint.model_dump(mode="json"))
@@ -99,7 +103,9 @@ def replay(
     """Rebuild the step-start commit: base + each checkpoint, verified by checksum.
 
     Returns the commit the next step starts from. `should_stop` is polled
-    between checkpoints so a cancel or pause leaves nothing half-applied.
+    before each checkpoint (a pause blocks inside it), so a cancel leaves no
+    checkpoint half-applied; after a stop the head is partial and the caller
+    must not build on it.
     """
     workspace.reset(worktree, to=workspace.base_commit)
     head = workspace.base_commit
@@ -126,6 +132,8 @@ def replay(
                 f"{', '.join(mismatched)}; the original attempt logs are kept under {paths.root}"
             )
         head = workspace.commit(
-            worktree, f"patchheal: step {checkpoint.step_index} ({checkpoint.step_id}) checkpoint"
+            worktree,
+            checkpoint.message
+            or f"patchheal: step {checkpoint.step_index} ({checkpoint.step_id}) checkpoint",
         )
     return head

@@ -45,15 +45,25 @@ def validate(command: str, arg: int | None) -> None:
 class Directive:
     """What the loop must do after reading the control queue."""
 
-    action: (
-        str  # "continue", "cancel", "takeover", "retry-step", "hard-reset-step", "resume-from-step"
-    )
+    # "continue", "cancel", "takeover", "retry-step", "hard-reset-step", "resume-from-step"
+    action: str
     arg: int | None = None
     issued_by: str = ""
 
 
+# Directives that end a pause: everything else waits for `resume`.
+_URGENT = ("cancel", "takeover")
+
+
 class ControlReader:
-    """Reads and applies the job's pending control commands, in order."""
+    """Reads and applies the job's pending control commands, in order.
+
+    pause/resume are applied here (a pause blocks `poll` until a resume, a
+    cancel or a takeover); every other command becomes a Directive for the
+    caller. A caller that cannot act on a directive where it stands (e.g.
+    retry-step during a checkpoint replay) hands it back with `hold`, and the
+    next `poll` returns it.
+    """
 
     def __init__(
         self,
@@ -71,42 +81,44 @@ class ControlReader:
         self.sleep = sleep
         self.heartbeat = heartbeat
         self.on_message = on_message
+        self.paused = False
+        self._held: list[Directive] = []
 
     def poll(self) -> Directive:
         """Apply pending commands; blocks while paused. Returns the directive to follow."""
-        paused = False
         while True:
-            for row in self.store.pending_controls(self.job_id):
-                self.events.emit(
-                    "control.received",
-                    data={
-                        "command": row.command,
-                        "arg": row.arg,
-                        "issued_by": row.issued_by,
-                        "control_id": row.id,
-                    },
-                )
-                directive = self._apply(row.command, row.arg, row.issued_by)
-                self.store.finish_control(row.id, result="applied")
-                self.events.emit(
-                    "control.applied",
-                    data={"command": row.command, "arg": row.arg, "control_id": row.id},
-                )
-                if row.command == "pause":
-                    paused = True
-                    self.on_message(f"paused by {row.issued_by}; waiting for resume")
-                elif row.command == "resume":
-                    paused = False
-                    self.on_message(f"resumed by {row.issued_by}")
-                elif directive is not None:
-                    return directive
-            if not paused:
-                return Directive("continue")
+            self._read()
+            urgent = next((d for d in self._held if d.action in _URGENT), None)
+            if urgent is not None:
+                self._held.remove(urgent)
+                self.paused = False
+                return urgent
+            if not self.paused:
+                return self._held.pop(0) if self._held else Directive("continue")
             self.heartbeat()
             self.sleep(PAUSE_POLL_SECONDS)
 
-    @staticmethod
-    def _apply(command: str, arg: int | None, issued_by: str) -> Directive | None:
-        if command in ("pause", "resume"):
-            return None
-        return Directive(command, arg, issued_by)
+    def hold(self, directive: Directive) -> None:
+        """Give a directive back: the next `poll` returns it first."""
+        if directive.action != "continue":
+            self._held.insert(0, directive)
+
+    def _read(self) -> None:
+        for row in self.store.pending_controls(self.job_id):
+            assert row.id is not None  # a stored row
+            command = {"command": row.command, "arg": row.arg, "control_id": row.id}
+            # Who issued it and when (from the queue), next to when the loop read it.
+            self.events.emit(
+                "control.received",
+                data={**command, "issued_by": row.issued_by, "issued_at": row.issued_at},
+            )
+            self.store.finish_control(row.id, result="applied")
+            self.events.emit("control.applied", data=command)
+            if row.command == "pause":
+                self.paused = True
+                self.on_message(f"paused by {row.issued_by}; waiting for resume")
+            elif row.command == "resume":
+                self.paused = False
+                self.on_message(f"resumed by {row.issued_by}")
+            else:
+                self._held.append(Directive(row.command, row.arg, row.issued_by))

@@ -87,6 +87,8 @@ def run_heal(
 @click.option("--no-progress-limit", type=int, default=None)
 @click.option("--max-hard-resets", type=int, default=None)
 @click.option("--job-wall-seconds", type=float, default=None)
+@click.option("--max-proposer-calls", type=int, default=None, help="proposer calls per job")
+@click.option("--max-model-tokens", type=int, default=None, help="model tokens per job")
 @state_options
 def heal(
     job_file: Path | None,
