@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 import uuid
 from pathlib import Path
@@ -201,3 +202,29 @@ def test_setup_runs_once_per_dependency_fingerprint(
     assert not any("installed-once" in s for s in said)
     images.remove_image(second.client, second.run_image(repo))
     second.close()
+
+
+def test_git_works_inside_the_step_and_sees_only_the_base(
+    harness: DockerHarness, make_repo: Any, tmp_path: Path
+) -> None:
+    """A step that calls git sees the job's private repository read-only: the base commit,
+    and not the user's later commits."""
+    from patchheal.workspace import JobWorkspace
+
+    repo = make_repo({"a.txt": "one\n"})
+    subprocess.run(["git", "commit", "-q", "--allow-empty", "-m", "later"], cwd=repo, check=True)
+    workspace = JobWorkspace(repo, "HEAD~1", "git-in-step", root=tmp_path / "wt-root")
+    workspace.open()
+    tree = workspace.worktree("verify")
+    result = run(
+        harness,
+        tree,
+        "git rev-parse HEAD && git log --all --oneline | wc -l && git status --short && echo ok",
+    )
+    assert result.exit_code == 0, result.output
+    lines = result.output.split()
+    assert lines[0] == workspace.base_commit
+    assert lines[1] == "1"
+    assert "ok" in lines
+    write = run(harness, tree, "git commit -q --allow-empty -m x 2>&1; echo rc=$?")
+    assert "rc=0" not in write.output

@@ -97,6 +97,35 @@ def environment(
     return env
 
 
+def git_metadata_dirs(worktree: Path) -> list[str]:
+    """The git directories a worktree's `.git` file points to, for read-only mounts.
+
+    Steps that call git (`git describe` for a version, `git diff` in a lint)
+    must see the repository; the worktree's `.git` is a file naming an
+    absolute path in the job's private repository, so that repository is
+    mounted read-only at the same path. It holds only the base commit and
+    patchheal's own commits (see workspace.py), so nothing later leaks in.
+    """
+    marker = worktree / ".git"
+    if not marker.is_file():
+        return []
+    gitdir = Path(
+        marker.read_text(encoding="utf-8", errors="replace").partition("gitdir:")[2].strip()
+    )
+    common = gitdir / "commondir"
+    root = (gitdir / common.read_text().strip()).resolve() if common.is_file() else gitdir
+    return [str(root)] if root.is_dir() else []
+
+
+# Git refuses a repository owned by another user unless told it is safe; the
+# container's user is not the host owner of the mounted private repository.
+GIT_SAFE_ENV = {
+    "GIT_CONFIG_COUNT": "1",
+    "GIT_CONFIG_KEY_0": "safe.directory",
+    "GIT_CONFIG_VALUE_0": "*",
+}
+
+
 def step_container_kwargs(
     defn: HarnessDef,
     *,
@@ -116,13 +145,16 @@ def step_container_kwargs(
     memory = size_bytes(box.memory)
     mounts = [Mount(target=box.workdir, source=str(worktree), type="bind", read_only=False)]
     mounts += [Mount(target=p, source=p, type="bind", read_only=True) for p in host_mounts]
+    git_dirs = git_metadata_dirs(worktree)
+    mounts += [Mount(target=p, source=p, type="bind", read_only=True) for p in git_dirs]
+    environment = {**(GIT_SAFE_ENV if git_dirs else {}), **env}
     return {
         "image": image,
         "command": ["/bin/sh", "-c", command],
         "labels": dict(labels),
         "user": user,
         "working_dir": box.workdir,
-        "environment": dict(env),
+        "environment": environment,
         "network_mode": network or box.network,
         "read_only": box.read_only,
         "tmpfs": {"/tmp": f"rw,exec,nosuid,size={size_bytes(box.tmpfs_size)},mode=1777"},
