@@ -124,7 +124,10 @@ def write_spec(
 # -- multi-step jobs: one bug per step, and a fixer agent that sees the worktree --
 
 STEP_BUG = "    return a - b  # bug\n"
-STEP_FIX = "    return a + b  # bug\n"
+# Not the same size as the bug: a same-size edit made within the second of a worktree
+# reset can be invisible to git's stat check (see patching.temp_index), which is not
+# what these tests are about.
+STEP_FIX = "    return a + b  # fixed\n"
 
 
 def step_module(index: int) -> str:
@@ -223,10 +226,10 @@ FIXER = textwrap.dedent("""\
             action = name
     text = target.read_text()
     if action == "fix":
-        target.write_text(text.replace("a - b", "a + b"))
+        target.write_text(text.replace("a - b  # bug", "a + b  # fixed"))
         print("STRATEGY: fix_logic")
     elif action == "same":
-        target.write_text(text.replace("a - b", "b - a"))
+        target.write_text(text.replace("a - b  # bug", "b - a  # swapped"))
         print("STRATEGY: swap_operands")
     else:
         target.write_text(text.replace("a - b", f"a - b + 0 * {call}"))

@@ -124,3 +124,17 @@ def test_resume_of_a_finished_job_only_replays_and_publishes(tmp_path: Path) -> 
 def _last_run(events: list[dict[str, object]]) -> list[dict[str, object]]:
     starts = [i for i, e in enumerate(events) if e["type"] == "job.started"]
     return events[starts[-1] :]
+
+
+def test_store_rebuild_from_the_event_logs_reproduces_the_live_attempts(tmp_path: Path) -> None:
+    """Two runs of one job (a handoff, then --resume) and a --from-step run: replaying their
+    event log into a fresh store gives the live store's jobs, attempts, failures, claims."""
+    spec = three_step_job(tmp_path)
+    assert heal(tmp_path, spec, "--max-proposer-calls", "2")[0] == 1
+    assert heal(tmp_path, spec, "--resume")[0] == 0
+    assert heal(tmp_path, spec, "--from-step", "3")[0] == 0
+    db = str(tmp_path / "store.sqlite3")
+    done = patchheal_cli("store", "rebuild", "--runs", str(tmp_path / "var" / "runs"), "--db", db)
+    assert done.returncode == 0, done.stderr
+    assert "1 jobs, 4 attempts" in done.stdout
+    assert "matches the event logs" in done.stdout, done.stdout
