@@ -1,10 +1,18 @@
-"""Engine set-up for the attempt store: URL resolution and SQLite pragmas.
+"""Engine set-up for the attempt store: URL resolution, SQLite pragmas, PostgreSQL locking.
 
 SQLite is the default and is shared by several processes (a heal run, a
 `patchheal control` from another terminal, `patchheal locks`), so every
 connection runs in WAL mode with a long busy timeout, and write transactions
 start with `BEGIN IMMEDIATE`: a deferred transaction that reads first and
 writes later can fail at once with "database is locked" instead of waiting.
+
+The store's write transactions read, decide, then write (a job's lock, a
+fresh store's CREATE TABLE, `ensure_job`), which is safe only because SQLite
+runs them one at a time. PostgreSQL's READ COMMITTED would let two of them
+decide on the same snapshot and collide on a key, so there each write
+transaction first takes one transaction-scoped advisory lock: the same
+one-writer-at-a-time rule, across machines. Write transactions are a few
+milliseconds; a heal attempt is seconds to minutes, so they never queue long.
 """
 
 from __future__ import annotations
@@ -22,6 +30,9 @@ from patchheal.errors import BadInput
 
 DEFAULT_DB = Path("var/memory/attempts.sqlite3")
 BUSY_TIMEOUT_SECONDS = 60.0
+# The PostgreSQL advisory lock key of the store's write transactions ("patchhea" in ASCII);
+# advisory locks are per database, so stores in other databases do not share it.
+PG_WRITE_LOCK_KEY = 0x7061746368686561
 
 
 def resolve_db_url(value: str | Path) -> str:
@@ -56,15 +67,28 @@ def sqlite_path(url: str) -> Path | None:
 
 def make_engine(url: str) -> tuple[Engine, Engine]:
     """The engine for reads and one whose transactions take the write lock up front."""
-    is_sqlite = make_url(url).get_backend_name() == "sqlite"
-    connect_args: dict[str, Any] = {"timeout": BUSY_TIMEOUT_SECONDS} if is_sqlite else {}
+    parsed = make_url(url)
+    backend = parsed.get_backend_name()
+    connect_args: dict[str, Any] = {}
+    options: dict[str, Any] = {}
+    if backend == "sqlite":
+        connect_args["timeout"] = BUSY_TIMEOUT_SECONDS
+    elif backend == "postgresql":
+        # A server that is down or unreachable is an error, not a hang; a
+        # connection the server dropped while a long heal ran is replaced.
+        if "connect_timeout" not in parsed.query:
+            connect_args["connect_timeout"] = 30
+        options["pool_pre_ping"] = True
     try:
-        engine = create_engine(url, connect_args=connect_args)
+        engine = create_engine(url, connect_args=connect_args, **options)
     except (ArgumentError, NoSuchModuleError) as exc:
         raise BadInput(f"cannot open the store {url!r}: {exc}") from None
     except ImportError as exc:  # a back end whose driver is not installed
-        raise BadInput(f"cannot open the store {url!r}: driver missing ({exc})") from None
-    if not is_sqlite:
+        hint = " (pip install 'patchheal[postgres]')" if backend == "postgresql" else ""
+        raise BadInput(f"cannot open the store {url!r}: driver missing ({exc}){hint}") from None
+    if backend == "postgresql":
+        return engine, _pg_serialized_writes(engine)
+    if backend != "sqlite":
         return engine, engine
 
     @event.listens_for(engine, "connect")
@@ -87,6 +111,20 @@ def make_engine(url: str) -> tuple[Engine, Engine]:
         conn.exec_driver_sql(f"BEGIN {mode}")
 
     return engine, engine.execution_options(sqlite_begin="IMMEDIATE")
+
+
+def _pg_serialized_writes(engine: Engine) -> Engine:
+    """The write engine: each transaction first waits for the store's advisory lock."""
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn: Any) -> None:
+        if conn.get_execution_options().get("pg_write_lock"):
+            # Held until commit or rollback; a writer stuck longer than
+            # SQLite's busy timeout fails instead of blocking the fleet.
+            conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{int(BUSY_TIMEOUT_SECONDS)}s'")
+            conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({PG_WRITE_LOCK_KEY})")
+
+    return engine.execution_options(pg_write_lock=True)
 
 
 class StoreBase:
@@ -122,7 +160,7 @@ class StoreBase:
         return Session(self._engine, expire_on_commit=False)
 
     def _write(self) -> Session:
-        """A session whose transaction holds SQLite's write lock from its first statement."""
+        """A session whose transaction holds the store's write lock from its first statement."""
         return Session(self._write_engine, expire_on_commit=False)
 
     @staticmethod
