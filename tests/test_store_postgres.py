@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -517,11 +518,31 @@ def test_secrets_never_reach_the_database(
         assert secret.encode() not in dump
 
 
-def test_an_unreachable_server_is_bad_input_not_a_traceback(pg_server: PgServer) -> None:
-    url = pg_server.url("no_such_database")
+def test_a_missing_database_or_server_is_bad_input_not_a_traceback(pg_server: PgServer) -> None:
+    password = "Hunter2" + "SecretPw9"  # the server trusts loopback, so any password is taken
+    url = pg_server.url("no_such_database").replace("patchheal@", f"patchheal:{password}@")
     with pytest.raises(BadInput, match="cannot open the store") as info:
         AttemptStore(url)
     assert "no_such_database" in str(info.value)
+    assert password not in str(info.value)
+    assert "patchheal:***@" in str(info.value)
+    with socket.socket() as probe:  # a loopback port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    started = time.monotonic()
+    with pytest.raises(BadInput, match=f"127.0.0.1:{port}"):
+        AttemptStore(f"postgresql+psycopg://patchheal@127.0.0.1:{port}/patchheal")
+    assert time.monotonic() - started < 20
+    result = subprocess.run(
+        [sys.executable, "-m", "patchheal", "store", "check", "--db", pg_server.url("nope")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "cannot open the store" in result.stderr
 
 
 # -- a real heal run against PostgreSQL ---------------------------------------------------
@@ -564,6 +585,10 @@ def test_heal_cli_with_a_postgres_store(db_url: str, tmp_path: Path) -> None:
     assert rebuild(tmp_path / "var" / "runs", db_url, apply=False).differences == ()
     with pytest.raises(BadInput, match="only an SQLite store"):
         rebuild(tmp_path / "var" / "runs", db_url, apply=True)
+    with_password = db_url.replace("patchheal@", "patchheal:" + "Pw4Rebuild" + "Only@")
+    shown = rebuild(tmp_path / "var" / "runs", with_password, apply=False).render()
+    assert "Pw4RebuildOnly" not in shown
+    assert "matches the event logs" in shown
 
 
 @pytest.mark.slow

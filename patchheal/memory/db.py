@@ -57,6 +57,14 @@ def resolve_db_url(value: str | Path) -> str:
     return f"sqlite:///{path}"
 
 
+def display_url(url: str) -> str:
+    """The URL as messages may show it: a PostgreSQL URL's password becomes ***."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return url
+
+
 def sqlite_path(url: str) -> Path | None:
     """The database file of an SQLite URL, None for other back ends or in-memory SQLite."""
     parsed = make_url(url)
@@ -82,10 +90,12 @@ def make_engine(url: str) -> tuple[Engine, Engine]:
     try:
         engine = create_engine(url, connect_args=connect_args, **options)
     except (ArgumentError, NoSuchModuleError) as exc:
-        raise BadInput(f"cannot open the store {url!r}: {exc}") from None
+        raise BadInput(f"cannot open the store {display_url(url)!r}: {exc}") from None
     except ImportError as exc:  # a back end whose driver is not installed
         hint = " (pip install 'patchheal[postgres]')" if backend == "postgresql" else ""
-        raise BadInput(f"cannot open the store {url!r}: driver missing ({exc}){hint}") from None
+        raise BadInput(
+            f"cannot open the store {display_url(url)!r}: driver missing ({exc}){hint}"
+        ) from None
     if backend == "postgresql":
         return engine, _pg_serialized_writes(engine)
     if backend != "sqlite":
@@ -136,6 +146,7 @@ class StoreBase:
         from patchheal.memory.tables import ALL_TABLES
 
         self.url = resolve_db_url(url)
+        self.display_url = display_url(self.url)  # for messages: no password
         self.is_sqlite = make_url(self.url).get_backend_name() == "sqlite"
         self._engine, self._write_engine = make_engine(self.url)
         try:
@@ -145,7 +156,7 @@ class StoreBase:
                 SQLModel.metadata.create_all(conn, tables=ALL_TABLES)
         except OperationalError as exc:
             self._engine.dispose()
-            raise BadInput(f"cannot open the store {self.url!r}: {exc.orig}") from None
+            raise BadInput(f"cannot open the store {self.display_url!r}: {exc.orig}") from None
 
     def close(self) -> None:
         self._engine.dispose()

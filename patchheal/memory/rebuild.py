@@ -21,7 +21,7 @@ from sqlalchemy import select
 from sqlmodel import col
 
 from patchheal.errors import BadInput
-from patchheal.memory.db import resolve_db_url, sqlite_path
+from patchheal.memory.db import display_url, resolve_db_url, sqlite_path
 from patchheal.memory.records import StoredAttempt
 from patchheal.memory.replay import Action, read_runs
 from patchheal.memory.store import JUDGED, AttemptStore
@@ -171,7 +171,7 @@ def rebuild(runs_dir: Path, live_url: str | Path, *, apply: bool) -> RebuildRepo
     live_path = sqlite_path(live_url)
     if apply and live_path is None:
         raise BadInput(
-            f"--apply can swap in only an SQLite store file; {live_url} is not one."
+            f"--apply can swap in only an SQLite store file; {display_url(live_url)} is not one."
             " Run without --apply to see the differences"
         )
     actions, logs, events = read_runs(Path(runs_dir))
@@ -204,7 +204,7 @@ def rebuild(runs_dir: Path, live_url: str | Path, *, apply: bool) -> RebuildRepo
             backup = _swap(fresh_path, live_path)
         return RebuildReport(
             runs_dir=str(runs_dir),
-            live_url=live_url,
+            live_url=display_url(live_url),
             logs=len(logs),
             events=events,
             jobs=counts[0],

@@ -226,7 +226,7 @@ class AttemptStore(LockMixin, ControlMixin):
         with self._read() as session:
             row = session.get(AttemptRow, attempt_id)
         if row is None:
-            raise BadInput(f"no attempt with id {attempt_id} in {self.url}")
+            raise BadInput(f"no attempt with id {attempt_id} in {self.display_url}")
         return stored_attempt(row)
 
     def attempts(
