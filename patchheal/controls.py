@@ -87,6 +87,7 @@ class ControlReader:
     def poll(self) -> Directive:
         """Apply pending commands; blocks while paused. Returns the directive to follow."""
         while True:
+            self.heartbeat()  # between attempts and while paused: the run is alive
             self._read()
             urgent = next((d for d in self._held if d.action in _URGENT), None)
             if urgent is not None:
@@ -95,8 +96,25 @@ class ControlReader:
                 return urgent
             if not self.paused:
                 return self._held.pop(0) if self._held else Directive("continue")
-            self.heartbeat()
             self.sleep(PAUSE_POLL_SECONDS)
+
+    def expire(self, why: str) -> None:
+        """Close the commands still queued when the run ends: they are recorded, not applied."""
+        self._held.clear()
+        for row in self.store.pending_controls(self.job_id):
+            assert row.id is not None  # a stored row
+            self.events.emit(
+                "control.received",
+                data={
+                    "command": row.command,
+                    "arg": row.arg,
+                    "control_id": row.id,
+                    "issued_by": row.issued_by,
+                    "issued_at": row.issued_at,
+                    "result": f"not applied: {why}",
+                },
+            )
+            self.store.finish_control(row.id, result=f"not applied: {why}")
 
     def hold(self, directive: Directive) -> None:
         """Give a directive back: the next `poll` returns it first."""

@@ -8,10 +8,13 @@ starts (`--resume`, `--from-step`), publishing the verified branch, the report.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import socket
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -99,7 +102,8 @@ class HealLoop:
                 on_reclaim=lambda lock, reason: self._reclaimed.append((lock, reason)),
             )
             try:
-                worktrees = self._run_locked(store)
+                with _sigterm_interrupts():
+                    worktrees = self._run_locked(store)
             except Exception as exc:  # reported below, then raised: the report is always written
                 failed, worktrees = exc, []
             finally:
@@ -124,6 +128,15 @@ class HealLoop:
         metrics = Metrics(self.options.statsd_host, self.options.statsd_port)
         workspace = JobWorkspace(Path(spec.job.repo), spec.job.base, self.job_id)
         harness: Harness | None = None
+        started = False
+        controls = ControlReader(
+            store,
+            events,
+            self.job_id,
+            sleep=self.options.sleep,
+            heartbeat=lambda: store.refresh_lock(self.job_id, ttl_seconds=LOCK_TTL_SECONDS),
+            on_message=self.say,
+        )
         try:
             workspace.open()
             # gc tells a live run's workspace from a dead one's by this owner record.
@@ -151,7 +164,8 @@ class HealLoop:
                 self.job_id, repo=spec.job.repo, base=self.base_commit, spec_toml=self.spec_toml
             )
             store.set_job_status(self.job_id, "running")
-            self._heal_steps(store, events, metrics, workspace, harness)
+            started = True
+            self._heal_steps(store, events, metrics, workspace, harness, controls)
         except KeyboardInterrupt:
             self.stop(
                 "cancelled", "interrupted (Ctrl-C or SIGTERM); resume with --resume", retryable=True
@@ -164,7 +178,10 @@ class HealLoop:
             if harness is not None:
                 harness.close()
             metrics.close()
-            if self.base_commit:  # the job started: its end is recorded, whatever ended it
+            if started:  # the job started: its end is recorded, whatever ended it
+                # A command this run never got to (e.g. a cancel queued during the attempt
+                # that fixed the last step) must not stop the job's next run.
+                controls.expire(f"the run ended first ({self.status})")
                 events.emit(
                     "job.finished", data={"status": self.status, "reason": self.stop_reason}
                 )
@@ -186,15 +203,8 @@ class HealLoop:
         metrics: Metrics,
         workspace: JobWorkspace,
         harness: Harness,
+        controls: ControlReader,
     ) -> None:
-        controls = ControlReader(
-            store,
-            events,
-            self.job_id,
-            sleep=self.options.sleep,
-            heartbeat=lambda: store.refresh_lock(self.job_id, ttl_seconds=LOCK_TTL_SECONDS),
-            on_message=self.say,
-        )
         first = self._first_step(events)
         sequence = StepSequence(self, store, events, metrics, workspace, harness, controls)
         head = sequence.run(first)
@@ -244,6 +254,24 @@ class HealLoop:
     def stop(self, status: str, reason: str, *, retryable: bool) -> None:
         """Record why the job stops (the report and the JSON summary say it)."""
         self.status, self.stop_reason, self.retryable = status, reason, retryable
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM (a CI job cancelled, a scheduler preempting) stops the run like Ctrl-C:
+    state saved, report written, exit 130, resumable."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _lock_data(lock: LockRow) -> dict[str, object]:

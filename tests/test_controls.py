@@ -357,3 +357,56 @@ def test_lock_of_a_dead_run_is_reclaimed_with_an_audit_record(
     [event] = job.events("lock.reclaimed")
     assert event["data"]["pid"] == ghost_pid
     assert event["data"]["owner"] == "ghost"
+
+
+def test_a_command_the_run_never_reached_does_not_stop_the_next_run(
+    tmp_path: Path, cleanup: Any
+) -> None:
+    """A cancel queued while the attempt that fixes the last step runs comes too late:
+    it is recorded as not applied, and the job's next run is not cancelled by it."""
+    job = GatedJob(tmp_path)
+    cleanup(job)
+    job.start()
+    job.wait_call(1)
+    job.control("cancel")
+    job.open(1)
+    code, _out, err = job.finish()
+    assert code == 0, err
+    store = AttemptStore(str(tmp_path / "store.sqlite3"))
+    try:
+        [row] = store.controls(JOB)
+    finally:
+        store.close()
+    assert (row.command, row.status) == ("cancel", "done")
+    assert row.result == "not applied: the run ended first (fixed)"
+    assert not _applied(job, "cancel")
+    job.start("--resume")
+    code, _out, err = job.finish()
+    assert code == 0, err
+    assert job.report()["status"] == "fixed"
+
+
+def test_sigterm_stops_the_run_like_ctrl_c_and_it_resumes(tmp_path: Path, cleanup: Any) -> None:
+    """A CI runner cancelling its job sends SIGTERM: exit 130, report written, resumable,
+    and the agent's process group is gone with it."""
+    job = GatedJob(tmp_path, steps=2)
+    cleanup(job)
+    job.open(1)
+    job.start()
+    job.wait_call(2)
+    assert job.proc is not None
+    job.proc.terminate()
+    code, _out, err = job.finish()
+    assert code == 130
+    assert "continue with --resume" in err
+    report = job.report()
+    assert (report["status"], report["retryable"]) == ("cancelled", True)
+    assert [e["data"]["status"] for e in job.events("job.finished")] == ["cancelled"]
+    assert len(fixer_calls(job.log)) == 2
+    job.open(2, 3)  # the interrupted call 2 is never answered; a new call 3 is made
+    time.sleep(0.5)
+    assert len(fixer_calls(job.log)) == 2  # the agent of call 2 was killed, not waiting
+    job.start("--resume")
+    code, _out, err = job.finish()
+    assert code == 0, err
+    assert [c["target"] for c in fixer_calls(job.log)] == ["b1.py", "b2.py", "b2.py"]

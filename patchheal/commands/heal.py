@@ -31,6 +31,7 @@ def run_heal(
     from_step: int | None = None,
 ) -> int:
     """Heal one validated spec and print where the results are. Returns the exit code."""
+    from patchheal.errors import EXIT_INTERRUPTED, Interrupted
     from patchheal.loop import HealLoop, HealOptions
     from patchheal.summary import json_summary
 
@@ -50,7 +51,12 @@ def run_heal(
         statsd_port=port,
         say=say,
     )
-    result = HealLoop(spec, spec_toml, options).run()
+    try:
+        result = HealLoop(spec, spec_toml, options).run()
+    except Interrupted as exc:
+        # Said here: click turns any KeyboardInterrupt into a bare "Aborted".
+        click.echo(f"patchheal: {exc}", err=True)
+        sys.exit(EXIT_INTERRUPTED)
     report = result.report
     if as_json:
         click.echo(json.dumps(json_summary(report, result.report_paths), indent=2))
