@@ -17,13 +17,13 @@ def store() -> None:
 @store.command()
 @click.option("--db", default="var/memory/attempts.sqlite3", show_default=True, help=_DB_HELP)
 def check(db: str) -> None:
-    """Run SQLite's integrity checks and the store's own invariants."""
+    """Run the database's integrity checks and the store's own invariants."""
     from patchheal.errors import StoreIntegrityError
     from patchheal.memory.store import AttemptStore
 
     with AttemptStore(db) as attempts:
         problems = attempts.integrity_check()
-        url = attempts.url
+        url = attempts.display_url
     if problems:
         raise StoreIntegrityError(f"{len(problems)} problems in {url}:\n  " + "\n  ".join(problems))
     click.echo(f"ok: {url} is consistent")
