@@ -17,6 +17,8 @@ from pydantic import BaseModel, ConfigDict
 
 from patchheal.diffs import exact_hash, touched_files
 from patchheal.errors import PatchApplyError, ReplayError
+from patchheal.events import EventLog
+from patchheal.models import AttemptRecord
 from patchheal.runs import RunPaths
 from patchheal.workspace import JobWorkspace, file_checksums
 
@@ -65,6 +67,54 @@ def write_checkpoint(
     paths.write_text(paths.checkpoint_patch(step_index), diff)
     paths.write_json(paths.checkpoint_meta(step_index), checkpoint.model_dump(mode="json"))
     return checkpoint
+
+
+def checkpoint_step(
+    paths: RunPaths,
+    events: EventLog,
+    workspace: JobWorkspace,
+    tree: Path,
+    *,
+    start_commit: str,
+    step_id: str,
+    step_index: int,
+    fix: AttemptRecord,
+    failure_class: str | None,
+) -> str:
+    """Commit a verified fix on the step's starting point and write its checkpoint.
+
+    Returns the commit the next step starts from. Each event is written
+    before the state change it announces.
+    """
+    workspace.reset(tree, to=start_commit)
+    workspace.apply(tree, fix.diff)
+    message = (
+        f"patchheal: heal step {step_index} ({step_id})\n\n"
+        f"strategy: {fix.strategy}\nfingerprint: {fix.fingerprint}\n{fix.rationale}"
+    ).rstrip()
+    commit = workspace.commit(tree, message)
+    where = {"step_id": step_id, "step_index": step_index, "attempt": fix.attempt_number}
+    events.emit("step.checkpointed", diff_hash=fix.diff_hash, strategy=fix.strategy, **where)
+    write_checkpoint(
+        paths,
+        attempt_id=None,
+        diff=fix.diff,
+        worktree=tree,
+        commit=commit,
+        message=message,
+        step_id=step_id,
+        step_index=step_index,
+        attempt=fix.attempt_number,
+    )
+    events.emit(
+        "self_heal.recovered",
+        fingerprint=fix.fingerprint,
+        diff_hash=fix.diff_hash,
+        strategy=fix.strategy,
+        failure_class=failure_class,
+        **where,
+    )
+    return commit
 
 
 def load_checkpoints(paths: RunPaths, *, before_step: int | None = None) -> list[Checkpoint]:

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from patchheal.attempt import AttemptRunner, StepState
-from patchheal.checkpoints import discard_checkpoints, load_checkpoints, replay, write_checkpoint
+from patchheal.checkpoints import checkpoint_step, discard_checkpoints, load_checkpoints, replay
 from patchheal.controls import ControlReader, Directive
 from patchheal.events import EventLog
 from patchheal.harness.base import Harness
@@ -228,37 +228,18 @@ class StepSequence:
 
     def _checkpoint(self, index: int, result: StepResult) -> str:
         assert result.fix is not None
-        fix, step_spec, tree = result.fix, self.spec.steps[index - 1], self.verify_tree
-        self.workspace.reset(tree, to=self.start_commit)
-        self.workspace.apply(tree, fix.diff)
-        message = (
-            f"patchheal: heal step {index} ({step_spec.name})\n\n"
-            f"strategy: {fix.strategy}\nfingerprint: {fix.fingerprint}\n{fix.rationale}"
-        ).rstrip()
-        commit = self.workspace.commit(tree, message)
-        common = {"step_id": step_spec.name, "step_index": index, "attempt": fix.attempt_number}
-        self.events.emit(
-            "step.checkpointed", diff_hash=fix.diff_hash, strategy=fix.strategy, **common
-        )
-        write_checkpoint(
-            self.paths,
-            step_id=step_spec.name,
-            step_index=index,
-            attempt=fix.attempt_number,
-            attempt_id=None,
-            diff=fix.diff,
-            worktree=tree,
-            commit=commit,
-            message=message,
-        )
+        fix = result.fix
         classification = self.loop.step_reports[index].classification
-        self.events.emit(
-            "self_heal.recovered",
-            fingerprint=fix.fingerprint,
-            diff_hash=fix.diff_hash,
-            strategy=fix.strategy,
+        commit = checkpoint_step(
+            self.paths,
+            self.events,
+            self.workspace,
+            self.verify_tree,
+            start_commit=self.start_commit,
+            step_id=self.spec.steps[index - 1].name,
+            step_index=index,
+            fix=fix,
             failure_class=classification.failure_class.value if classification else None,
-            **common,
         )
         self.loop.step_reports[index] = self.loop.step_reports[index].model_copy(
             update={"status": "fixed", "checkpoint_patch": str(self.paths.checkpoint_patch(index))}
