@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 import tomllib
 from pathlib import Path
 
@@ -114,6 +115,34 @@ def test_step_with_no_output_is_a_counted_idle_timeout(tmp_path: Path) -> None:
     assert attempt.duration_seconds < 15
     assert "attempt budget spent (1 verified" in result.report.stop_reason
     assert result.report.retryable is True
+
+
+def test_proposer_with_no_output_is_a_counted_idle_timeout(tmp_path: Path) -> None:
+    """The agent waits on a gate that never opens, silently: its process group is killed."""
+    repo = make_multi_repo(tmp_path, 1)
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    proposer = fixer_proposer(
+        write_fixer(tmp_path), tmp_path / "calls.log", gate=gate, extra="idle_timeout_seconds = 1"
+    )
+    spec = write_spec(
+        tmp_path / "job.toml",
+        repo,
+        job_id="one",
+        steps=multi_steps(1),
+        proposer=proposer,
+        budget="max_attempts = 1",
+    )
+    started = time.monotonic()
+    result = heal_in_process(tmp_path, spec)
+    [attempt] = result.report.steps[0].attempts
+    assert attempt.outcome is Outcome.TIMEOUT
+    assert "idle timeout" in attempt.reason
+    assert attempt.proposer == "agent"
+    assert "attempt budget spent (1 verified" in result.report.stop_reason
+    assert result.report.retryable is True
+    assert time.monotonic() - started < 30
+    assert len(fixer_calls(tmp_path / "calls.log")) == 1
 
 
 def test_no_progress_hard_resets_then_stops_stuck(tmp_path: Path) -> None:

@@ -136,6 +136,7 @@ def test_replay_that_does_not_reproduce_the_checksums_fails_loudly(tmp_path: Pat
         _replay_fresh(tmp_path, repo)
 
 
+@pytest.mark.slow
 def test_resume_over_a_tampered_checkpoint_stops_and_keeps_the_attempt_logs(
     tmp_path: Path,
 ) -> None:

@@ -58,6 +58,7 @@ def drain(sock: socket.socket) -> list[Packet]:
         packets += [parse(line) for line in data.decode().splitlines() if line]
 
 
+@pytest.mark.slow
 def test_heal_run_sends_attempt_recovery_timer_and_timeout_metrics(
     tmp_path: Path, statsd: socket.socket
 ) -> None:
@@ -101,28 +102,42 @@ def test_heal_run_sends_attempt_recovery_timer_and_timeout_metrics(
     assert timers[0][1] >= 1000  # the idle timeout of 1 s
 
 
-def test_exhausted_and_no_progress_counters(tmp_path: Path, statsd: socket.socket) -> None:
+@pytest.mark.slow
+def test_wall_timeout_exhausted_and_no_progress_counters(
+    tmp_path: Path, statsd: socket.socket
+) -> None:
+    """Job a: its only attempt runs past the wall clock (pytest prints nothing meanwhile, so
+    the idle limit is set higher) and the budget is spent. Job b: no progress, stuck."""
     repo = make_calc_repo(tmp_path)
+    spin = WRONG.replace("return b - a", "while True:\n        pass")
     wrong = diff_for(repo, {"calc.py": WRONG})
     same = diff_for(repo, {"calc.py": WRONG.replace("return b - a", "return  b - a")})
     host, port = statsd.getsockname()
+    budget = "max_attempts = 1\nstep_timeout_seconds = 1.5\nidle_timeout_seconds = 30"
     spec = write_spec(
-        tmp_path / "a.toml", repo, job_id="a", diffs=[wrong], budget="max_attempts = 1"
-    )
+        tmp_path / "a.toml", repo, job_id="a", diffs=[diff_for(repo, {"calc.py": spin})],
+        budget=budget,
+    )  # fmt: skip
     heal_in_process(tmp_path, spec, statsd_host=host, statsd_port=port)
     spec = write_spec(
         tmp_path / "b.toml",
         repo,
         job_id="b",
-        diffs=[same, same],
+        diffs=[wrong, same, same],
         budget="no_progress_limit = 2\nmax_hard_resets = 0",
     )
     heal_in_process(tmp_path, spec, statsd_host=host, statsd_port=port)
     counters = [(n, t) for n, _, k, t in drain(statsd) if k == "c"]
-    assert ("self_heal.exhausted_total", {"failure_class": "code_bug"}) in counters
-    assert ("step.no_progress_total", {"failure_class": "code_bug"}) in counters
-    repeats = [t for n, t in counters if n == "self_heal.attempts_total"]
-    assert [t["outcome"] for t in repeats] == ["no_effect", "rejected_repeat", "rejected_repeat"]
+    base = {"failure_class": "code_bug", "strategy": "scripted"}
+    assert counters == [
+        ("self_heal.attempts_total", {**base, "outcome": "timeout"}),
+        ("step.wall_timeout_total", {**base, "outcome": "timeout"}),
+        ("self_heal.exhausted_total", {"failure_class": "code_bug"}),
+        ("self_heal.attempts_total", {**base, "outcome": "no_effect"}),
+        ("self_heal.attempts_total", {**base, "outcome": "rejected_repeat"}),
+        ("self_heal.attempts_total", {**base, "outcome": "rejected_repeat"}),
+        ("step.no_progress_total", {"failure_class": "code_bug"}),
+    ]
 
 
 def test_a_metrics_outage_does_not_affect_the_run(tmp_path: Path) -> None:

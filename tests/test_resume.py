@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from patchheal.memory.store import AttemptStore
 from tests.healjobs import (
     events_of,
@@ -48,6 +50,7 @@ def heal(root: Path, spec: Path, *extra: str) -> tuple[int, dict[str, object], s
     return done.returncode, summary, done.stderr
 
 
+@pytest.mark.slow
 def test_resume_continues_at_the_step_after_the_last_checkpoint(tmp_path: Path) -> None:
     """Steps 1-2 are verified once: --resume heals step 3 without re-running their attempts."""
     spec = three_step_job(tmp_path)
@@ -73,6 +76,7 @@ def test_resume_continues_at_the_step_after_the_last_checkpoint(tmp_path: Path) 
     assert git(repo, "log", "--format=%s", f"main..patchheal/local/{JOB}").count("heal step") == 3
 
 
+@pytest.mark.slow
 def test_from_step_rebuilds_from_the_earlier_checkpoints_and_heals_again(tmp_path: Path) -> None:
     spec = three_step_job(tmp_path)
     code, _, _ = heal(tmp_path, spec)
@@ -111,6 +115,7 @@ def test_from_step_beyond_the_checkpoints_is_bad_input(tmp_path: Path) -> None:
     assert fixer_calls(tmp_path / "calls.log") == []
 
 
+@pytest.mark.slow
 def test_resume_of_a_finished_job_only_replays_and_publishes(tmp_path: Path) -> None:
     spec = three_step_job(tmp_path)
     assert heal(tmp_path, spec)[0] == 0
@@ -126,6 +131,7 @@ def _last_run(events: list[dict[str, object]]) -> list[dict[str, object]]:
     return events[starts[-1] :]
 
 
+@pytest.mark.slow
 def test_store_rebuild_from_the_event_logs_reproduces_the_live_attempts(tmp_path: Path) -> None:
     """Two runs of one job (a handoff, then --resume) and a --from-step run: replaying their
     event log into a fresh store gives the live store's jobs, attempts, failures, claims."""
