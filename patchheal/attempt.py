@@ -262,12 +262,15 @@ class AttemptRunner:
         regression = self.job.regression.command
         if regression is None:
             return Outcome.FIXED, f"the failing step passes: {verdict.reason}", log
-        reg_result = self.harness.run(
-            regression,
-            self.verify_tree,
-            timeout=budget.step_timeout_seconds,
-            idle_timeout=budget.idle_timeout_seconds,
-        )
+        try:
+            reg_result = self.harness.run(
+                regression,
+                self.verify_tree,
+                timeout=budget.step_timeout_seconds,
+                idle_timeout=budget.idle_timeout_seconds,
+            )
+        except HarnessError as exc:  # as transient as in the failing step: never a job error
+            return Outcome.HARNESS_ERROR, f"harness error in the regression steps: {exc}", log
         log += f"\n$ {regression}\n{reg_result.output}"
         if reg_result.timed_out is not None:
             return Outcome.TIMEOUT, f"regression steps: {reg_result.timed_out} timeout", log
