@@ -27,6 +27,7 @@ from patchheal.harness.base import Harness
 from patchheal.harness.orphans import OWNER_FILE, write_owner
 from patchheal.memory.store import AttemptStore, LockRow
 from patchheal.metrics import Metrics
+from patchheal.recovery import recover
 from patchheal.report.model import JobReport, StepReport
 from patchheal.runs import RunPaths
 from patchheal.scrub import Scrubber
@@ -165,6 +166,12 @@ class HealLoop:
             )
             store.set_job_status(self.job_id, "running")
             started = True
+            attempts, failures = recover(self.paths.events, store, self.job_id)
+            if attempts or failures:
+                self.say(
+                    f"recovered {attempts} attempt(s) and {failures} failure(s) that a run which "
+                    "died had logged but not stored"
+                )
             self._heal_steps(store, events, metrics, workspace, harness, controls)
         except KeyboardInterrupt:
             self.stop(

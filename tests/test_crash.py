@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import random
 import signal
+import sqlite3
 import subprocess
 import time
 from collections import Counter
@@ -27,7 +28,12 @@ from patchheal.events import EventLog
 from patchheal.memory.store import AttemptStore
 from patchheal.workspace import worktree_root
 from tests.healjobs import (
+    FIX,
+    WRONG,
+    diff_for,
     fixer_proposer,
+    heal_in_process,
+    make_calc_repo,
     make_multi_repo,
     multi_steps,
     patchheal_cli,
@@ -36,8 +42,6 @@ from tests.healjobs import (
     write_fixer,
     write_spec,
 )
-
-pytestmark = pytest.mark.slow
 
 SEED = 6_2024
 MIN_KILLS = 50
@@ -98,6 +102,7 @@ def _kill_once(
     return aim, code, new[-1] if new else "(start-up)"
 
 
+@pytest.mark.slow
 def test_sigkill_at_random_points_then_resume_finishes_and_gc_cleans(tmp_path: Path) -> None:
     rng = random.Random(SEED)
     kills: list[tuple[int, str, str]] = []
@@ -154,3 +159,33 @@ def test_sigkill_at_random_points_then_resume_finishes_and_gc_cleans(tmp_path: P
     # Kills landed across the run: start-up and at least five kinds of place in the loop.
     assert "(start-up)" in phases, phases
     assert len(phases) >= 6, phases
+
+
+def test_attempt_logged_but_not_stored_is_recovered_before_the_next_run(tmp_path: Path) -> None:
+    """A run killed after an attempt's event and before its store commit: the next run of
+    the job records it from the log first, so the same patch is not verified twice."""
+    repo = make_calc_repo(tmp_path)
+    wrong, fix = diff_for(repo, {"calc.py": WRONG}), diff_for(repo, {"calc.py": FIX})
+    spec = write_spec(tmp_path / "job.toml", repo, diffs=[wrong], budget="max_attempts = 1")
+    assert heal_in_process(tmp_path, spec).report.status == "not_fixed"
+    db = tmp_path / "store.sqlite3"
+    # What the store looks like when the commit of attempt 1 never happened.
+    with sqlite3.connect(db) as conn:
+        conn.execute("DELETE FROM claims")
+        conn.execute("DELETE FROM attempts")
+    spec = write_spec(tmp_path / "job.toml", repo, diffs=[wrong, fix])
+    result = heal_in_process(tmp_path, spec)
+    assert [(a.attempt_number, a.outcome.value) for a in result.report.steps[0].attempts] == [
+        (2, "rejected_repeat"),
+        (3, "fixed"),
+    ]
+    store = AttemptStore(str(db))
+    try:
+        assert [a.outcome.value for a in store.attempts(job_id="calc")] == [
+            "no_effect",
+            "rejected_repeat",
+            "fixed",
+        ]
+        assert store.integrity_check() == []
+    finally:
+        store.close()
