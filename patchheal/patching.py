@@ -42,7 +42,7 @@ def temp_index(path: Path) -> Iterator[dict[str, str]]:
         env = proc.no_git_env()
         env.update(GIT_INDEX_FILE=str(temp), GIT_TERMINAL_PROMPT="0")
         if index.is_file():
-            shutil.copyfile(index, temp)
+            shutil.copy2(index, temp)
         else:
             temp.unlink()
             proc.run(["git", "read-tree", "HEAD"], cwd=path, env=env, check=True)
