@@ -203,7 +203,7 @@ class AttemptRunner:
             seen = (
                 f"attempt {prior.attempt_number} of job {prior.job_id} ({prior.outcome.value})"
                 if prior is not None
-                else "an earlier attempt"
+                else "an attempt another run is still verifying"
             )
             return (
                 Outcome.REJECTED_REPEAT,

@@ -6,14 +6,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from patchheal import diffs
 from patchheal.attempt import VERIFIED_OUTCOMES, AttemptRunner, StepState
 from patchheal.controls import ControlReader, Directive
-from patchheal.errors import NotADiff, ProposerError, StepTimeout, TransientProposerError
+from patchheal.errors import ProposerError, StepTimeout, TransientProposerError
 from patchheal.evidence import build_context
 from patchheal.models import AttemptRecord, Candidate, Classification, Outcome
 from patchheal.proposers.base import ProposalRequest, Proposer
 from patchheal.proposers.config import ProposerConfig
+from patchheal.recall import StepMemory
 
 # Candidates that never reach the harness (rejected, not applicable) do not
 # spend the attempt budget, but a proposer that only produces those is cut
@@ -72,28 +72,9 @@ class StepHealer:
         job = self.runner.job
         limits = job.budget
         store = self.runner.store
-        fp = step.failure.fingerprint
-        self._screen_static(step)
-        for known in store.verified_fixes(fp, limit=3):
-            self.say(
-                f"memory: trying the fix that verified for this fingerprint before "
-                f"(job {known.job_id}, attempt {known.attempt_number}) first"
-            )
-            record = self._attempt(
-                Candidate(
-                    diff=known.diff,
-                    strategy=known.strategy,
-                    rationale=f"reused: {known.rationale}".strip(),
-                    proposer="memory",
-                    label=known.label or "known fix",
-                ),
-                step,
-                reuse=True,
-            )
-            if record.outcome is Outcome.FIXED:
-                return StepResult(
-                    "fixed", "a fix from memory verified", fix=record, attempts=step.attempts
-                )
+        memory = StepMemory(store, self._attempt_reuse, self.say, sleep=self.controls.sleep)
+        memory.screen([proposer for _config, proposer in self.chain], step)
+        pending: list[Candidate] = []
         spent = 0
         candidates = 0
         no_progress = 0
@@ -136,18 +117,30 @@ class StepHealer:
                     retryable=True,
                     attempts=step.attempts,
                 )
+            reused = memory.reuse(step)
+            if reused is not None:
+                return StepResult(
+                    "fixed", "a fix from memory verified", fix=reused, attempts=step.attempts
+                )
             picked = self._pick(
                 len([a for a in step.attempts if a.outcome is not Outcome.FIXED]), exhausted
             )
-            if picked is None:
+            if picked is None and not pending and memory.in_flight:
+                pending = memory.wait_in_flight(step, limits.step_timeout_seconds)
+                continue  # a fix judged meanwhile is reused at the top of the loop
+            if picked is None and not pending:
                 return StepResult(
                     "manual_handoff",
                     "every proposer has run out of candidates",
                     attempts=step.attempts,
                 )
-            index, proposer = picked
             try:
-                candidate = self._propose(proposer, step)
+                if pending:
+                    candidate: Candidate | None = pending.pop(0)
+                else:
+                    assert picked is not None
+                    index, proposer = picked
+                    candidate = self._propose(proposer, step)
             except StepTimeout as exc:
                 record = self._record_proposer_timeout(step, proposer, str(exc))
                 spent += 1
@@ -168,11 +161,14 @@ class StepHealer:
                 continue
             candidates += 1
             record = self._attempt(candidate, step)
+            memory.note(record, candidate)
             if record.outcome in VERIFIED_OUTCOMES:
                 spent += 1
             if record.outcome is Outcome.FIXED:
                 return StepResult("fixed", record.reason, fix=record, attempts=step.attempts)
-            if self._made_no_progress(record, step):
+            if self._made_no_progress(record, step) and (
+                record.normalized_diff_hash not in memory.in_flight  # waiting is not circling
+            ):
                 no_progress += 1
             else:
                 no_progress = 0
@@ -190,27 +186,8 @@ class StepHealer:
             self.runner.metrics.incr("self_heal.recovered_total", tags=self._tags(record.strategy))
         return record
 
-    def _screen_static(self, step: StepState) -> None:
-        """A proposer with a fixed list is screened against memory before anything runs."""
-        store = self.runner.store
-        fp = step.failure.fingerprint
-        known = {a.normalized_diff_hash for a in store.verified_fixes(fp, limit=50)}
-        for _config, proposer in self.chain:
-            peek = getattr(proposer, "peek_all", None)
-            drop = getattr(proposer, "drop", None)
-            if peek is None or drop is None:
-                continue
-            dropped: set[str] = set()
-            for candidate in peek():
-                try:
-                    normalized = diffs.normalized_hash(candidate.diff)
-                except NotADiff:
-                    continue
-                if normalized in known or store.prior_claim(fp, normalized) is None:
-                    continue
-                self._attempt(candidate, step)  # the claim check rejects it without running it
-                dropped.add(candidate.label)
-            drop(dropped)
+    def _attempt_reuse(self, candidate: Candidate, step: StepState, reuse: bool) -> AttemptRecord:
+        return self._attempt(candidate, step, reuse=reuse)
 
     def _pick(self, failed: int, exhausted: set[int]) -> tuple[int, Proposer] | None:
         """The strongest proposer in the chain whose turn has come and that has candidates."""

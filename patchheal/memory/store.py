@@ -165,6 +165,10 @@ class AttemptStore(LockMixin, ControlMixin):
             raise BadInput(f"cannot claim a patch for unknown job {job_id!r}") from None
         return True
 
+    def is_claimed(self, fingerprint: str, normalized_diff_hash: str) -> bool:
+        """Whether any run holds this claim, judged or still being verified."""
+        return self._claim_holder(fingerprint, normalized_diff_hash) is not None
+
     def prior_claim(self, fingerprint: str, normalized_diff_hash: str) -> StoredAttempt | None:
         holder = self._claim_holder(fingerprint, normalized_diff_hash)
         if holder is None or holder[0] is None:

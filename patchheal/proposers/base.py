@@ -28,3 +28,16 @@ class Proposer(Protocol):
     name: str
 
     def propose(self, request: ProposalRequest) -> Candidate | None: ...
+
+
+@runtime_checkable
+class StaticProposer(Proposer, Protocol):
+    """A proposer with a fixed list (patch files): it can be screened against memory."""
+
+    def peek_all(self) -> list[Candidate]:
+        """Every candidate not proposed yet, without consuming them."""
+        ...
+
+    def drop(self, labels: set[str]) -> None:
+        """Never propose the candidates with these labels."""
+        ...
