@@ -25,6 +25,7 @@ from patchheal.errors import EXIT_FIXED, EXIT_NOT_FIXED, BadInput, Interrupted
 from patchheal.events import EventLog
 from patchheal.harness.base import Harness
 from patchheal.harness.orphans import OWNER_FILE, write_owner
+from patchheal.heartbeat import LockHeartbeat
 from patchheal.memory.store import AttemptStore, LockRow
 from patchheal.metrics import Metrics
 from patchheal.recovery import recover
@@ -103,7 +104,10 @@ class HealLoop:
                 on_reclaim=lambda lock, reason: self._reclaimed.append((lock, reason)),
             )
             try:
-                with _sigterm_interrupts():
+                with (
+                    _sigterm_interrupts(),
+                    LockHeartbeat(self.options.db, self.job_id, LOCK_TTL_SECONDS),
+                ):
                     worktrees = self._run_locked(store)
             except Exception as exc:  # reported below, then raised: the report is always written
                 failed, worktrees = exc, []
