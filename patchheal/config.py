@@ -55,14 +55,18 @@ class JobSection(_Spec):
     env: tuple[str, ...] = Field((), description="variables passed through by name")
     last_green: str | None = Field(None, description="last ref where the job passed, if known")
     objective: str = Field("", description="what the job is for, shown to proposers")
+    pr_command: str | None = Field(
+        None,
+        description="opens a pull request for the verified branch when `heal --open-pr` asks: "
+        "e.g. 'gh pr create --head {branch} --base {base} --body-file {report}'",
+    )
 
     @field_validator("id")
     @classmethod
     def _id_is_safe(cls, value: str) -> str:
         if not _JOB_ID.match(value):
             raise ValueError(
-                "must be 1-128 of letters, digits, '.', '_' or '-', "
-                "starting with a letter or digit"
+                "must be 1-128 of letters, digits, '.', '_' or '-', starting with a letter or digit"
             )
         return value
 

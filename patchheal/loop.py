@@ -55,6 +55,8 @@ class HealOptions:
     sleep: Callable[[float], None] = time.sleep
     harness: Harness | None = None
     harness_reason: str = ""
+    open_pr: bool = False
+    """Run the job's pull-request command once every step is verified."""
 
 
 @dataclass
@@ -88,6 +90,7 @@ class HealLoop:
         self.base_commit = ""
         self.keep = options.keep_worktrees
         self.interrupted = False
+        self.pull_request: str | None = None
         self._reclaimed: list[tuple[LockRow, str]] = []
 
     def run(self) -> HealResult:
@@ -115,6 +118,10 @@ class HealLoop:
                 store.release_lock(self.job_id)
             report = build_report(self, store)
             report_paths = render_reports(report, self.options.reports_dir / self.job_id)
+            if self._wants_pull_request():
+                self.pull_request = self._open_pull_request(report_paths["md"])
+                report = build_report(self, store)
+                report_paths = render_reports(report, self.options.reports_dir / self.job_id)
         finally:
             store.close()
         if failed is not None:
@@ -126,6 +133,31 @@ class HealLoop:
             )
         exit_code = EXIT_FIXED if self.status == "fixed" else EXIT_NOT_FIXED
         return HealResult(report, report_paths, exit_code, worktrees)
+
+    def _wants_pull_request(self) -> bool:
+        if not self.options.open_pr or self.status != "fixed" or self.branch is None:
+            return False  # never for an unverified patch
+        if not self.spec.job.pr_command:
+            self.say("--open-pr: the job has no [job] pr_command; the branch stays local")
+            return False
+        return True
+
+    def _open_pull_request(self, report: Path) -> str:
+        from patchheal.pullrequest import open_pull_request
+
+        assert self.spec.job.pr_command is not None
+        assert self.branch is not None
+        result = open_pull_request(
+            self.spec.job.pr_command,
+            repo=Path(self.spec.job.repo),
+            branch=self.branch,
+            base=self.spec.job.base,
+            job_id=self.job_id,
+            report=report,
+            scrubber=self.scrubber,
+        )
+        self.say(f"pull request: {result}")
+        return result
 
     def _run_locked(self, store: AttemptStore) -> list[Path]:
         spec = self.spec

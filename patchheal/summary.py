@@ -62,6 +62,7 @@ def build_report(loop: HealLoop, store: AttemptStore) -> JobReport:
         finished_at=time.time(),
         steps=tuple(steps),
         branch=loop.branch,
+        pull_request=loop.pull_request,
         final_diff=loop.final_diff,
         next_actions=_next_actions(loop, steps),
         totals={"attempts": sum(outcomes.values()), **dict(sorted(outcomes.items()))},
@@ -82,6 +83,7 @@ def json_summary(report: JobReport, paths: dict[str, Path]) -> dict[str, Any]:
         "classification": classification,
         "stop_reason": report.stop_reason,
         "branch": report.branch,
+        "pull_request": report.pull_request,
         "attempts": [
             {
                 "step": s.index,

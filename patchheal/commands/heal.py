@@ -29,6 +29,7 @@ def run_heal(
     statsd: str | None,
     resume: bool = False,
     from_step: int | None = None,
+    open_pr: bool = False,
 ) -> int:
     """Heal one validated spec and print where the results are. Returns the exit code."""
     from patchheal.errors import EXIT_INTERRUPTED, Interrupted
@@ -50,6 +51,7 @@ def run_heal(
         statsd_host=host,
         statsd_port=port,
         say=say,
+        open_pr=open_pr,
     )
     try:
         result = HealLoop(spec, spec_toml, options).run()
@@ -84,6 +86,12 @@ def run_heal(
 @click.option("--proposer", help="patchfiles:DIR or agent:COMMAND")
 @click.option("--harness", default=None, help="auto, local, or a harness name/path")
 @click.option("--job-id", default=None, help="job id for a flag-defined job")
+@click.option(
+    "--open-pr",
+    is_flag=True,
+    help="once every step is verified, run the job's pr_command (never for an unverified patch)",
+)
+@click.option("--pr-command", default=None, help="overrides [job] pr_command")
 @click.option("--print-spec", is_flag=True, help="print the TOML spec and exit")
 @click.option("--resume", is_flag=True, help="continue from the last checkpoint")
 @click.option("--from-step", type=int, default=None, help="rebuild from checkpoints before step N")
@@ -105,6 +113,8 @@ def heal(
     proposer: str | None,
     harness: str | None,
     job_id: str | None,
+    open_pr: bool,
+    pr_command: str | None,
     print_spec: bool,
     resume: bool,
     from_step: int | None,
@@ -127,6 +137,8 @@ def heal(
     overrides = _budget_overrides(budget)
     if harness is not None:
         overrides.setdefault("job", {})["harness"] = harness
+    if pr_command is not None:
+        overrides.setdefault("job", {})["pr_command"] = pr_command
     if job_file is not None:
         if repo or steps or proposer:
             raise BadInput("give either a job file or --repo/--step/--proposer, not both")
@@ -161,5 +173,6 @@ def heal(
             statsd=statsd,
             resume=resume,
             from_step=from_step,
+            open_pr=open_pr,
         )
     )

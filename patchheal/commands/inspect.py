@@ -8,7 +8,6 @@ from typing import Any, TypeVar
 
 import click
 
-
 F = TypeVar("F", bound=Callable[..., Any])
 
 

@@ -65,6 +65,9 @@ class JobReport(_Model):
     branch: str | None = Field(
         None, description="local branch with the verified patch (only when fixed)"
     )
+    pull_request: str | None = Field(
+        None, description="what the pull-request command printed (only when asked for and fixed)"
+    )
     final_diff: str = Field("", description="the verified patch of all steps")
     next_actions: tuple[str, ...] = Field((), description="the runbook, most useful first")
     totals: dict[str, int] = Field(
