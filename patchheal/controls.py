@@ -12,16 +12,8 @@ from dataclasses import dataclass
 from patchheal.errors import BadInput
 from patchheal.events import EventLog
 from patchheal.memory.store import AttemptStore
+from patchheal.models import CONTROL_COMMANDS
 
-COMMANDS = (
-    "pause",
-    "resume",
-    "cancel",
-    "takeover",
-    "retry-step",
-    "hard-reset-step",
-    "resume-from-step",
-)
 PAUSE_POLL_SECONDS = 0.5
 
 
@@ -35,8 +27,8 @@ def issuer() -> str:
 
 
 def validate(command: str, arg: int | None) -> None:
-    if command not in COMMANDS:
-        raise BadInput(f"unknown control command {command!r}; known: {', '.join(COMMANDS)}")
+    if command not in CONTROL_COMMANDS:
+        raise BadInput(f"unknown control command {command!r}; known: {', '.join(CONTROL_COMMANDS)}")
     if command == "resume-from-step" and (arg is None or arg < 1):
         raise BadInput("resume-from-step needs a step number N >= 1")
 

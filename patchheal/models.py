@@ -39,6 +39,18 @@ class FailureClass(StrEnum):
 
 PATCHABLE_CLASSES = frozenset({FailureClass.CODE_BUG, FailureClass.UNKNOWN})
 
+# Operator commands (`patchheal control JOB COMMAND [N]`), in the order help lists them.
+CONTROL_COMMANDS = (
+    "pause",
+    "resume",
+    "cancel",
+    "takeover",
+    "retry-step",
+    "hard-reset-step",
+    "resume-from-step",
+)
+CONTROL_COMMANDS_WITH_STEP = frozenset({"resume-from-step"})
+
 
 class _Model(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")

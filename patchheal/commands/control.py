@@ -4,22 +4,14 @@ from __future__ import annotations
 
 import click
 
+from patchheal.models import CONTROL_COMMANDS
+
 
 @click.command()
 @click.argument("job_id")
 @click.argument(
     "command",
-    type=click.Choice(
-        [
-            "pause",
-            "resume",
-            "cancel",
-            "takeover",
-            "retry-step",
-            "hard-reset-step",
-            "resume-from-step",
-        ]
-    ),
+    type=click.Choice(CONTROL_COMMANDS),
 )
 @click.argument("step", type=int, required=False)
 @click.option(

@@ -13,20 +13,9 @@ from sqlmodel import col
 from patchheal.errors import BadInput
 from patchheal.memory.db import StoreBase
 from patchheal.memory.tables import ControlRow
+from patchheal.models import CONTROL_COMMANDS, CONTROL_COMMANDS_WITH_STEP
 
-CONTROL_COMMANDS = frozenset(
-    {
-        "pause",
-        "resume",
-        "cancel",
-        "takeover",
-        "retry-step",
-        "hard-reset-step",
-        "resume-from-step",
-    }
-)
-# Commands that need a step number.
-NEEDS_ARG = frozenset({"resume-from-step"})
+NEEDS_ARG = CONTROL_COMMANDS_WITH_STEP
 
 
 class ControlMixin(StoreBase):
