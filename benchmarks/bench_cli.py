@@ -26,9 +26,11 @@ def timed(argv: list[str], runs: int) -> list[float]:
 
 
 def imported_modules(argv_module: str) -> int:
-    code = (f"import sys; import {argv_module}; "
-            "print(len([m for m in sys.modules if m.split('.')[0] in "
-            "('sqlmodel','sqlalchemy','docker','jinja2','pydantic','git')]))")
+    code = (
+        f"import sys; import {argv_module}; "
+        "print(len([m for m in sys.modules if m.split('.')[0] in "
+        "('sqlmodel','sqlalchemy','docker','jinja2','pydantic','git')]))"
+    )
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
     return int(out.stdout.strip())
 
@@ -44,8 +46,12 @@ def main() -> None:
     ]
     if script:
         rows.append(("patchheal --help (console script)", [script, "--help"]))
-    rows.append(("patchheal fingerprint --help", [sys.executable, "-m", "patchheal",
-                                                 "fingerprint", "--help"]))
+    rows.append(
+        (
+            "patchheal fingerprint --help",
+            [sys.executable, "-m", "patchheal", "fingerprint", "--help"],
+        )
+    )
     results = [(name, timed(argv, args.runs)) for name, argv in rows]
     floor = statistics.median(results[0][1])
     print(f"{'command':<36} {'median ms':>10} {'p90 ms':>8} {'x floor':>8}")
@@ -53,7 +59,8 @@ def main() -> None:
         median = statistics.median(samples)
         p90 = sorted(samples)[int(0.9 * (len(samples) - 1))]
         print(f"{name:<36} {median * 1000:>10.1f} {p90 * 1000:>8.1f} {median / floor:>8.2f}")
-    print(f"\nheavy modules imported by `import patchheal.cli`: {imported_modules('patchheal.cli')}")
+    heavy = imported_modules("patchheal.cli")
+    print(f"\nheavy modules imported by `import patchheal.cli`: {heavy}")
     print("target: patchheal --help under 150 ms")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -47,7 +47,7 @@ RepoFactory = Callable[[dict[str, str]], Path]
 
 
 @pytest.fixture
-def make_repo(tmp_path: Path) -> Iterator[RepoFactory]:
+def make_repo(tmp_path: Path) -> RepoFactory:
     """Create a real git repository with the given files committed on `main`."""
     counter = 0
 
@@ -65,11 +65,11 @@ def make_repo(tmp_path: Path) -> Iterator[RepoFactory]:
         git(repo, "commit", "-q", "-m", "initial")
         return repo
 
-    yield factory
+    return factory
 
 
 def docker_available() -> bool:
-    if shutil.which("docker") is None and not os.path.exists("/var/run/docker.sock"):
+    if shutil.which("docker") is None and not Path("/var/run/docker.sock").exists():
         return False
     try:
         import docker

@@ -9,14 +9,13 @@ so a reader never sees half a report.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections import Counter
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from patchheal.atomic import atomic_write
 from patchheal.errors import BadInput
 from patchheal.models import FailureClass, Outcome
 from patchheal.report import wording
@@ -138,19 +137,6 @@ def render_json(report: JobReport, *, scrub: Scrub | None = None) -> str:
     return _json_clean(scrub_report(report, scrub), scrub)
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        Path(tmp).replace(path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def render_reports(
     report: JobReport, out_dir: Path, *, scrub: Scrub | None = None
 ) -> dict[str, Path]:
@@ -174,7 +160,7 @@ def render_reports(
     for kind, text in texts.items():
         paths[kind] = out_dir / f"report.{kind}"
         try:
-            _write_atomic(paths[kind], text)
+            atomic_write(paths[kind], text)
         except OSError as exc:
             raise BadInput(f"cannot write the report {paths[kind]}: {exc}") from None
     return paths
