@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from patchheal.commands.options import state_options
+from patchheal.commands.options import StateArgs, state_options
 
 
 def in_shard(path: Path, shard: tuple[int, int] | None) -> bool:
@@ -45,12 +45,7 @@ def parse_shard(value: str | None) -> tuple[int, int] | None:
 def batch(
     job_files: tuple[Path, ...],
     shard: str | None,
-    db: str,
-    reports_dir: str,
-    state_dir: str,
-    as_json: bool,
-    keep: bool,
-    statsd: str | None,
+    state: StateArgs,
 ) -> None:
     """Heal each JOB_FILE in turn. Exits 0 when all are fixed, else the worst code."""
     from patchheal.commands.heal import run_heal
@@ -66,12 +61,7 @@ def batch(
                 run_heal(
                     spec,
                     spec_to_toml(spec),
-                    db=db,
-                    reports_dir=reports_dir,
-                    state_dir=state_dir,
-                    as_json=as_json,
-                    keep=keep,
-                    statsd=statsd,
+                    state,
                 )
             )
         except PatchhealError as exc:

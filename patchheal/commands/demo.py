@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from patchheal.commands.options import state_options
+from patchheal.commands.options import StateArgs, state_options
 
 DEMO_JOB_ID = "demo-pricing"
 # A fixed identity and date, so the example's base commit is the same on
@@ -102,12 +102,7 @@ def materialize(workdir: Path) -> tuple[Path, Path]:
 def demo(
     workdir: Path | None,
     harness: str,
-    db: str,
-    reports_dir: str,
-    state_dir: str,
-    as_json: bool,
-    keep: bool,
-    statsd: str | None,
+    state: StateArgs,
 ) -> None:
     """Heal the bundled failing example; prints the verified branch and the report."""
     from patchheal.commands.heal import run_heal
@@ -126,7 +121,7 @@ def demo(
         ),
         encoding="utf-8",
     )
-    if not as_json:
+    if not state.as_json:
         click.echo(f"demo: example repository {repo} (a real bug, a failing pytest test)")
         click.echo(f"demo: job spec {job_file}")
     spec = load_spec(job_file)
@@ -134,11 +129,6 @@ def demo(
         run_heal(
             spec,
             spec_to_toml(spec),
-            db=db,
-            reports_dir=reports_dir,
-            state_dir=state_dir,
-            as_json=as_json,
-            keep=keep,
-            statsd=statsd,
+            state,
         )
     )

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from patchheal.commands.options import parse_statsd, state_options
+from patchheal.commands.options import StateArgs, parse_statsd, state_options
 
 
 def _budget_overrides(values: dict[str, Any]) -> dict[str, Any]:
@@ -20,13 +20,8 @@ def _budget_overrides(values: dict[str, Any]) -> dict[str, Any]:
 def run_heal(
     spec: Any,
     spec_toml: str,
+    state: StateArgs,
     *,
-    db: str,
-    reports_dir: str,
-    state_dir: str,
-    as_json: bool,
-    keep: bool,
-    statsd: str | None,
     resume: bool = False,
     from_step: int | None = None,
     open_pr: bool = False,
@@ -36,16 +31,16 @@ def run_heal(
     from patchheal.loop import HealLoop, HealOptions
     from patchheal.summary import json_summary
 
-    host, port = parse_statsd(statsd)
+    host, port = parse_statsd(state.statsd)
 
     def say(message: str) -> None:
         click.echo(f"[{spec.job.id}] {message}", err=True)
 
     options = HealOptions(
-        state_dir=Path(state_dir),
-        db=db,
-        reports_dir=Path(reports_dir),
-        keep_worktrees=keep,
+        state_dir=Path(state.state_dir),
+        db=state.db,
+        reports_dir=Path(state.reports_dir),
+        keep_worktrees=state.keep,
         resume=resume,
         from_step=from_step,
         statsd_host=host,
@@ -60,7 +55,7 @@ def run_heal(
         click.echo(f"patchheal: {exc}", err=True)
         sys.exit(EXIT_INTERRUPTED)
     report = result.report
-    if as_json:
+    if state.as_json:
         click.echo(json.dumps(json_summary(report, result.report_paths), indent=2))
     else:
         click.echo(
@@ -118,12 +113,7 @@ def heal(
     print_spec: bool,
     resume: bool,
     from_step: int | None,
-    db: str,
-    reports_dir: str,
-    state_dir: str,
-    as_json: bool,
-    keep: bool,
-    statsd: str | None,
+    state: StateArgs,
     **budget: Any,
 ) -> None:
     """Heal the failing job JOB_FILE (a TOML job spec), or one described by flags.
@@ -165,12 +155,7 @@ def heal(
         run_heal(
             spec,
             spec_toml,
-            db=db,
-            reports_dir=reports_dir,
-            state_dir=state_dir,
-            as_json=as_json,
-            keep=keep,
-            statsd=statsd,
+            state,
             resume=resume,
             from_step=from_step,
             open_pr=open_pr,

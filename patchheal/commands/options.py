@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import click
@@ -10,8 +12,36 @@ import click
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+@dataclass(frozen=True)
+class StateArgs:
+    """Where a heal keeps its state, and how it reports: the shared options."""
+
+    db: str
+    reports_dir: str
+    state_dir: str
+    as_json: bool
+    keep: bool
+    statsd: str | None
+
+
 def state_options(func: F) -> F:
-    """--db, --reports, --state-dir and --json."""
+    """--db, --reports, --state-dir, --json, --keep and --statsd, passed as `state`."""
+
+    @functools.wraps(func)
+    def wrapper(
+        *args: Any,
+        db: str,
+        reports_dir: str,
+        state_dir: str,
+        as_json: bool,
+        keep: bool,
+        statsd: str | None,
+        **kwargs: Any,
+    ) -> Any:
+        state = StateArgs(db, reports_dir, state_dir, as_json, keep, statsd)
+        return func(*args, state=state, **kwargs)
+
+    decorated: Any = wrapper
     for option in reversed(
         [
             click.option(
@@ -42,8 +72,8 @@ def state_options(func: F) -> F:
             ),
         ]
     ):
-        func = option(func)
-    return func
+        decorated = option(decorated)
+    return decorated  # type: ignore[no-any-return]
 
 
 def parse_statsd(value: str | None) -> tuple[str | None, int]:
