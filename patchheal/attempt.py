@@ -79,7 +79,19 @@ class AttemptRunner:
     def run(
         self, candidate: Candidate, step: StepState, number: int, *, reuse: bool = False
     ) -> AttemptRecord:
-        started = time.time()
+        started = self._started(candidate, step, number, reuse=reuse)
+        outcome, reason, log, hashes = self._gate_and_verify(candidate, step, reuse=reuse)
+        return self._finish(candidate, step, number, started, outcome, reason, log, hashes)
+
+    def record_without_candidate(
+        self, candidate: Candidate, step: StepState, number: int, outcome: Outcome, reason: str
+    ) -> AttemptRecord:
+        """Record an attempt that produced no candidate (e.g. the proposer timed out)."""
+        started = self._started(candidate, step, number, reuse=False)
+        return self._finish(candidate, step, number, started, outcome, reason, "", ("", "", ()))
+
+    def _started(self, candidate: Candidate, step: StepState, number: int, *, reuse: bool) -> float:
+        """Emit `step.attempt.started` (before anything of the attempt happens); its time."""
         self.events.emit(
             "step.attempt.started",
             step_id=step.spec.name,
@@ -89,24 +101,7 @@ class AttemptRunner:
             strategy=candidate.strategy,
             data={"proposer": candidate.proposer, "label": candidate.label, "reuse": reuse},
         )
-        outcome, reason, log, hashes = self._gate_and_verify(candidate, step, reuse=reuse)
-        return self._finish(candidate, step, number, started, outcome, reason, log, hashes)
-
-    def record_without_candidate(
-        self, candidate: Candidate, step: StepState, number: int, outcome: Outcome, reason: str
-    ) -> AttemptRecord:
-        """Record an attempt that produced no candidate (e.g. the proposer timed out)."""
-        started = time.time()
-        self.events.emit(
-            "step.attempt.started",
-            step_id=step.spec.name,
-            step_index=step.index,
-            attempt=number,
-            fingerprint=step.failure.fingerprint,
-            strategy=candidate.strategy,
-            data={"proposer": candidate.proposer, "label": candidate.label, "reuse": False},
-        )
-        return self._finish(candidate, step, number, started, outcome, reason, "", ("", "", ()))
+        return time.time()
 
     def _finish(
         self,
