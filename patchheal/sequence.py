@@ -23,7 +23,7 @@ from patchheal.models import PATCHABLE_CLASSES
 from patchheal.proposers.registry import create_proposer
 from patchheal.report.model import StepReport
 from patchheal.reproduce import reproduce
-from patchheal.step import JobBudget, StepHealer, StepResult
+from patchheal.step import JobBudget, StepHealer, StepResult, first_line
 from patchheal.workspace import JobWorkspace
 
 if TYPE_CHECKING:
@@ -188,7 +188,7 @@ class StepSequence:
             return None
         loop.say(
             f"step {index}: fingerprint {failure.fingerprint} ({fclass}): "
-            f"{failure.error_type} {failure.message[:120]}"
+            f"{failure.error_type} {first_line(failure.message, 120)}"
         )
         events.emit(
             "self_heal.triggered",

@@ -21,6 +21,13 @@ from patchheal.recall import StepMemory
 CANDIDATES_PER_ATTEMPT = 4
 
 
+def first_line(text: str, limit: int) -> str:
+    """A progress line stays one line: the first line of `text`, cut at `limit`."""
+    lines = text.strip().splitlines()
+    first = lines[0] if lines else ""
+    return first[:limit] + (" …" if len(lines) > 1 or len(first) > limit else "")
+
+
 @dataclass
 class JobBudget:
     """Per-job counters shared by every step."""
@@ -180,7 +187,7 @@ class StepHealer:
         step.attempts.append(record)
         self.say(
             f"attempt {record.attempt_number}: {record.label or record.strategy} "
-            f"[{record.strategy}] -> {record.outcome.value}: {record.reason[:160]}"
+            f"[{record.strategy}] -> {record.outcome.value}: {first_line(record.reason, 160)}"
         )
         if record.outcome is Outcome.FIXED:
             self.runner.metrics.incr("self_heal.recovered_total", tags=self._tags(record.strategy))
