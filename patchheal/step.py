@@ -90,7 +90,7 @@ class StepHealer:
             directive = self.controls.poll()
             if directive.action == "retry-step":
                 self.say(f"retry-step by {directive.issued_by}: the step's budget starts over")
-                spent = candidates = no_progress = 0
+                spent = candidates = no_progress = self.hard_resets_done = 0
                 exhausted.clear()
             elif directive.action != "continue":
                 return self._directive_result(directive, step)
