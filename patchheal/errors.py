@@ -88,6 +88,8 @@ class Interrupted(PatchhealError, KeyboardInterrupt):
     """The run was interrupted; state is saved and the job can resume."""
 
     exit_code = EXIT_INTERRUPTED
+    result: object | None = None
+    """What the run had done before the stop (a loop.HealResult), for a summary."""
 
 
 class StoreIntegrityError(PatchhealError, RuntimeError):

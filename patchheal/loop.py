@@ -21,7 +21,7 @@ from pathlib import Path
 from patchheal.checkpoints import discard_checkpoints, load_checkpoints
 from patchheal.config import JobSpec
 from patchheal.controls import ControlReader
-from patchheal.errors import EXIT_FIXED, EXIT_NOT_FIXED, BadInput, Interrupted
+from patchheal.errors import EXIT_FIXED, EXIT_INTERRUPTED, EXIT_NOT_FIXED, BadInput, Interrupted
 from patchheal.events import EventLog
 from patchheal.harness.base import Harness
 from patchheal.harness.orphans import OWNER_FILE, write_owner
@@ -127,10 +127,13 @@ class HealLoop:
         if failed is not None:
             raise failed
         if self.interrupted:
-            raise Interrupted(
+            interrupted = Interrupted(
                 f"job {self.job_id} interrupted; state saved, report at "
                 f"{report_paths['md']}; continue with --resume"
             )
+            # The caller still owes a --json summary of what was done before the stop.
+            interrupted.result = HealResult(report, report_paths, EXIT_INTERRUPTED, worktrees)
+            raise interrupted
         exit_code = EXIT_FIXED if self.status == "fixed" else EXIT_NOT_FIXED
         return HealResult(report, report_paths, exit_code, worktrees)
 

@@ -392,13 +392,15 @@ def test_sigterm_stops_the_run_like_ctrl_c_and_it_resumes(tmp_path: Path, cleanu
     job = GatedJob(tmp_path, steps=2)
     cleanup(job)
     job.open(1)
-    job.start()
+    job.start("--json")
     job.wait_call(2)
     assert job.proc is not None
     job.proc.terminate()
-    code, _out, err = job.finish()
+    code, out, err = job.finish()
     assert code == 130
     assert "continue with --resume" in err
+    summary = json.loads(out)  # a scheduler still gets its summary of the stopped run
+    assert (summary["status"], summary["retryable"]) == ("cancelled", True)
     report = job.report()
     assert (report["status"], report["retryable"]) == ("cancelled", True)
     assert [e["data"]["status"] for e in job.events("job.finished")] == ["cancelled"]

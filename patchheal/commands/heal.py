@@ -53,6 +53,9 @@ def run_heal(
     except Interrupted as exc:
         # Said here: click turns any KeyboardInterrupt into a bare "Aborted".
         click.echo(f"patchheal: {exc}", err=True)
+        partial = getattr(exc, "result", None)
+        if state.as_json and partial is not None:
+            click.echo(json.dumps(json_summary(partial.report, partial.report_paths), indent=2))
         sys.exit(EXIT_INTERRUPTED)
     report = result.report
     if state.as_json:
