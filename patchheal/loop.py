@@ -178,15 +178,18 @@ class HealLoop:
             on_message=self.say,
         )
         try:
+            # gc tells a live run's workspace from a dead one's by this owner record. It is
+            # written before open() creates anything (so a kill in between leaves no
+            # ownerless workspace) and again after (open() rebuilds it for another base).
+            write_owner(workspace.dir)
             workspace.open()
-            # gc tells a live run's workspace from a dead one's by this owner record.
             write_owner(workspace.dir)
             self.base_commit = workspace.base_commit
             harness = self.options.harness
             if harness is None:
                 from patchheal.harness.registry import create
 
-                harness, self.harness_reason = create(spec, Path(spec.job.repo))
+                harness, self.harness_reason = create(spec, Path(spec.job.repo), say=self.say)
             self.harness_name = harness.name
             self.say(f"harness: {harness.name} ({self.harness_reason})")
             events.emit(

@@ -231,12 +231,13 @@ def test_claim_is_true_once_then_false(store: AttemptStore) -> None:
 
 
 RACER = """
-    import json, sys, time
+    import json, os, sys, time
     from pathlib import Path
     from patchheal.memory.store import AttemptStore
     db, go, job, keys = sys.argv[1], Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])
     store = AttemptStore(db)
     store.claim("fp-warm", job, job_id=job)  # connect before the start line
+    (go.parent / f"ready-{os.getpid()}").touch()
     while not go.exists():
         time.sleep(0.001)
     wins = [k for k in range(keys) if store.claim("fp-race", f"n{k}", job_id=job)]
@@ -253,7 +254,9 @@ def test_processes_racing_claim_on_one_database_each_patch_is_won_once(
     go = tmp_path / "go"
     keys = 200
     racers = [python(RACER, db_url, str(go), job, str(keys)) for job in ("job-a", "job-b", "job-a")]
-    time.sleep(1.5)  # let all three connect
+    deadline = time.monotonic() + 60
+    while len(list(tmp_path.glob("ready-*"))) < len(racers) and time.monotonic() < deadline:
+        time.sleep(0.05)  # every racer connected and waiting at the start line
     go.touch()
     wins = [json.loads(out) for out in outputs(racers)]
     assert sorted(k for won in wins for k in won) == list(range(keys))  # each exactly once
@@ -326,7 +329,7 @@ def test_reclaim_stale_on_postgres(store: AttemptStore) -> None:
 
 
 LOCKER = """
-    import json, sys, time
+    import json, os, sys, time
     from pathlib import Path
     from patchheal.errors import LockHeld
     from patchheal.memory.store import AttemptStore
