@@ -54,6 +54,10 @@ class PublishRefused(BadInput):
     """publish() would touch a branch the user has checked out or would rewrite."""
 
 
+# A workspace being deleted; gc removes any such directory it finds.
+TRASH_PREFIX = ".trash-"
+
+
 def worktree_root() -> Path:
     """$PATCHHEAL_WORKTREE_ROOT, else <tmp>/patchheal-<uid>/worktrees."""
     configured = os.environ.get("PATCHHEAL_WORKTREE_ROOT")
@@ -240,11 +244,17 @@ class JobWorkspace:
         return sorted(p for p in paths if p.resolve().parent == self.worktrees_dir.resolve())
 
     def destroy(self) -> None:
-        """Remove the private repository, every worktree and the job's cache."""
-        for path in self.list_worktrees():
-            self.remove(path)
-        if self.dir.is_dir():
-            shutil.rmtree(self.dir)
+        """Remove the private repository, every worktree and the job's cache.
+
+        The job's directory is first renamed to a trash name (atomic), so a run
+        killed halfway through the deletion leaves something gc recognises as
+        garbage, not a half-deleted workspace that looks like a kept one.
+        """
+        if not self.dir.is_dir():
+            return
+        trash = self.dir.with_name(f"{TRASH_PREFIX}{self.dir.name}.{os.getpid()}")
+        self.dir.rename(trash)
+        shutil.rmtree(trash)
 
     # -- patches and commits -----------------------------------------------------
 

@@ -151,3 +151,15 @@ def test_gc_images_prunes_cached_dependency_images(engine: Any, python_image: st
     assert ref in done.stdout
     assert not engine.images.list(name="patchheal-deps/gc-test")
     assert engine.images.get(python_image)  # the base image is never pruned
+
+
+def test_gc_removes_a_workspace_whose_run_died_while_deleting_it(require_docker: None) -> None:
+    """Invariant: a run killed in the middle of deleting its workspace leaves nothing that
+    gc keeps: the deletion starts by renaming the workspace to a trash name."""
+    from patchheal.workspace import TRASH_PREFIX, worktree_root
+
+    half_deleted = worktree_root() / f"{TRASH_PREFIX}some-job.4242"
+    (half_deleted / "wt" / "verify").mkdir(parents=True)
+    done = patchheal("gc")
+    assert done.returncode == 0, done.stderr
+    assert not half_deleted.exists(), done.stdout

@@ -8,6 +8,8 @@ images and deliberately kept worktrees are left alone.
 
 from __future__ import annotations
 
+import shutil
+
 import click
 
 
@@ -28,7 +30,7 @@ import click
 def gc(dry_run: bool, db: str, prune_images: bool) -> None:
     """Remove orphaned containers, volumes, networks and stale worktrees."""
     from patchheal.harness import containers, orphans
-    from patchheal.workspace import JobWorkspace, worktree_root
+    from patchheal.workspace import worktree_root
 
     verb = "would remove" if dry_run else "removed"
     client = None
@@ -52,7 +54,8 @@ def gc(dry_run: bool, db: str, prune_images: bool) -> None:
             _prune(job_dir, dry_run)
             continue
         if not dry_run:
-            JobWorkspace(job_dir, "", job_dir.name, root).destroy()
+            # Garbage already: its private repository and worktrees go as one folder.
+            shutil.rmtree(job_dir, ignore_errors=True)
         click.echo(f"{verb} workspace {job_dir} ({reason})")
     if kept:
         click.echo(f"kept {kept} workspace(s) of live or finished runs under {root}")

@@ -147,6 +147,10 @@ def stale_workspaces(
 
 
 def _judge(job_dir: Path, store: Any, mounted: set[str]) -> str | None:
+    from patchheal.workspace import TRASH_PREFIX
+
+    if job_dir.name.startswith(TRASH_PREFIX):
+        return "its run died while deleting it"
     if any(Path(m).is_relative_to(job_dir) for m in mounted):
         return None  # a live run's container works in it
     owner = job_dir / OWNER_FILE
