@@ -25,28 +25,12 @@ from patchheal.errors import BadInput, LockHeld
 from patchheal.memory.locks import this_host
 from patchheal.memory.rebuild import rebuild
 from patchheal.memory.store import AttemptStore
-from patchheal.models import AttemptRecord, Classification, Failure, FailureClass, Frame, Outcome
+from patchheal.models import Classification, Failure, FailureClass, Frame, Outcome
 from tests.healjobs import FIX, WRONG, diff_for, make_calc_repo, write_spec
 from tests.pg_support import PgServer, pg_server_fixture, pg_url_fixture  # noqa: F401 (fixtures)
 
-GH_TOKEN = "ghp_" + "Zq8Xw2Lk5Mn7Pb3Vc9Rt1Ys4Ud6Fe0Ga2Hj"
-AWS_KEY = "AKIA" + "QX7RZ4LMPB2WNC6Y"
-
-
-def record(job: str = "job-a", n: int = 1, **fields: object) -> AttemptRecord:
-    values: dict[str, object] = {
-        "job_id": job,
-        "step_index": 0,
-        "attempt_number": n,
-        "fingerprint": "fp-1",
-        "outcome": Outcome.NO_EFFECT,
-        "diff": "--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\n",
-        "diff_hash": f"d{n}",
-        "normalized_diff_hash": f"n{n}",
-        "strategy": "fix_logic",
-    }
-    values.update(fields)
-    return AttemptRecord.model_validate(values)
+# The SQLite suite's builders: the same records on another back end.
+from tests.test_store import AWS_KEY, GH_TOKEN, record
 
 
 @pytest.fixture
