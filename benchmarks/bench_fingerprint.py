@@ -26,8 +26,8 @@ CHILD = r"""
 import hashlib, json, resource, sys, time, tracemalloc
 from pathlib import Path
 mode, path, trace = sys.argv[1], Path(sys.argv[2]), sys.argv[3] == "1"
-from patchheal.classify import classify
-from patchheal.failure import from_text, read_log
+from patchheal.failure.classify import classify
+from patchheal.failure.analysis import from_text, read_log
 setup = time.perf_counter()
 from_text("Traceback (most recent call last):\nValueError: warm-up")  # one-time setup, untimed
 setup = time.perf_counter() - setup

@@ -35,9 +35,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from patchheal.harness import containers, images, sandbox
+from patchheal.harness.definitions import load_harness
 from patchheal.harness.docker import DockerHarness
 from patchheal.harness.local import LocalHarness
-from patchheal.harness.registry import load_harness
 
 ROOT = Path(__file__).resolve().parents[1]
 STEP = "python -m pytest -q -p no:cacheprovider"

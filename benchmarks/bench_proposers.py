@@ -27,13 +27,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from chat_server import ChatServer, Reply
 
 from patchheal.config import JobSpec
-from patchheal.evidence import render_context
+from patchheal.evidence.build import render_context
+from patchheal.evidence.tokens import count_tokens, estimate_tokens, tokenizer_name
 from patchheal.models import CodeExcerpt, Hint, Outcome, PriorAttempt, RetryContext
 from patchheal.proposers.base import ProposalRequest
 from patchheal.proposers.config import LLMConfig
 from patchheal.proposers.llm import LLMProposer
 from patchheal.proposers.matching import locate
-from patchheal.tokens import count_tokens, estimate_tokens, tokenizer_name
 
 
 def median_ms(fn: Callable[[], object], runs: int) -> float:

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from patchheal.workspace import JobWorkspace
+from patchheal.workspace.worktrees import JobWorkspace
 
 _ENV = {
     "GIT_AUTHOR_NAME": "bench",

@@ -1,7 +1,7 @@
 """patchheal: heal failing CI and pipeline jobs in a closed loop.
 
 Importing the package has no side effects; heavy dependencies (the Docker SDK,
-GitPython, SQLModel) load only inside the commands that need them.
+SQLModel, an HTTP client) load only inside the commands that need them.
 """
 
 __version__ = "0.1.0"

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from patchheal.errors import SpecError
+from patchheal.errors import SpecError, validation_problems
 from patchheal.proposers.config import PatchfilesConfig, ProposerConfig
 
 _JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -146,11 +146,7 @@ class JobSpec(_Spec):
 
 
 def _format_errors(error: ValidationError, source: str) -> str:
-    lines = [f"invalid job spec {source}:"]
-    for item in error.errors():
-        where = ".".join(str(p) for p in item["loc"]) or "(top level)"
-        lines.append(f"  {where}: {item['msg']}")
-    return "\n".join(lines)
+    return "\n  ".join([f"invalid job spec {source}:", *validation_problems(error)])
 
 
 def _deep_merge(low: dict[str, Any], high: dict[str, Any]) -> dict[str, Any]:

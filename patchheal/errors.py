@@ -7,6 +7,11 @@ unavailable, 130 interrupted.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
 EXIT_FIXED = 0
 EXIT_NOT_FIXED = 1
 EXIT_BAD_INPUT = 2
@@ -74,10 +79,6 @@ class TransientProposerError(ProposerError):
     """A proposer failed in a way that a retry may fix (timeouts, 429, 5xx)."""
 
 
-class BudgetExhausted(PatchhealError):
-    """A job or proposer budget is spent; the loop hands off to a person."""
-
-
 class LockHeld(PatchhealError, RuntimeError):
     """Another live run holds the job's lock."""
 
@@ -98,3 +99,11 @@ class StoreIntegrityError(PatchhealError, RuntimeError):
 
 class ReplayError(PatchhealError, RuntimeError):
     """A checkpoint replay did not reproduce the recorded files."""
+
+
+def validation_problems(error: ValidationError, *, top: str = "(top level)") -> list[str]:
+    """One `where: what` line per problem pydantic found, `where` a dotted path of the input."""
+    return [
+        f"{'.'.join(str(part) for part in item['loc']) or top}: {item['msg']}"
+        for item in error.errors()
+    ]

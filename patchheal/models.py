@@ -39,6 +39,42 @@ class FailureClass(StrEnum):
 
 PATCHABLE_CLASSES = frozenset({FailureClass.CODE_BUG, FailureClass.UNKNOWN})
 
+
+class JobStatus(StrEnum):
+    """Where a job stands: `running` in the store while a run holds it, then how it ended."""
+
+    RUNNING = "running"
+    FIXED = "fixed"
+    NOT_FIXED = "not_fixed"
+    NOT_PATCHABLE = "not_patchable"
+    MANUAL_HANDOFF = "manual_handoff"
+    CANCELLED = "cancelled"
+    TAKEN_OVER = "taken_over"
+    ERROR = "error"
+
+
+class StepStatus(StrEnum):
+    """Where one step of a job stands in the report."""
+
+    PENDING = "pending"
+    FIXED = "fixed"
+    NOT_FIXED = "not_fixed"
+    NOT_PATCHABLE = "not_patchable"
+    SKIPPED = "skipped"
+
+
+class StepEnd(StrEnum):
+    """How healing one step ended, and so what the step sequence does next."""
+
+    FIXED = "fixed"
+    EXHAUSTED = "exhausted"
+    STUCK = "stuck"
+    MANUAL_HANDOFF = "manual_handoff"
+    CANCELLED = "cancelled"
+    TAKEN_OVER = "taken_over"
+    HARD_RESET = "hard_reset"
+    FROM_STEP = "from_step"
+
 # Operator commands (`patchheal control JOB COMMAND [N]`), in the order help lists them.
 CONTROL_COMMANDS = (
     "pause",

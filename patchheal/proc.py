@@ -201,3 +201,45 @@ def git(
     env.setdefault("GIT_COMMITTER_EMAIL", "patchheal@localhost")
     env["GIT_TERMINAL_PROMPT"] = "0"
     return run(["git", *args], cwd=cwd, env=env, check=check, stdin=stdin, timeout=timeout)
+
+
+def _proc_stat(pid: int) -> tuple[str, int] | None:
+    """(state, start time in clock ticks since boot) from /proc, None where it cannot be read."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes().decode("ascii", "replace")
+    except OSError:
+        return None
+    # The command name (field 2) may contain spaces and parentheses; the
+    # fields after its last ')' are fixed: state is field 3, starttime 22.
+    rest = stat[stat.rfind(")") + 2 :].split()
+    return rest[0], int(rest[19])
+
+
+def process_start(pid: int) -> int | None:
+    """The kernel's start time of `pid`: with the pid, it names one process across pid reuse."""
+    stat = _proc_stat(pid)
+    return None if stat is None else stat[1]
+
+
+def pid_alive(pid: int, started: int | None = None) -> bool:
+    """Whether process `pid` (started at `started`, if known) still runs on this host.
+
+    The one liveness check of locks, containers and workspaces: a zombie is
+    dead, and a pid reused by another process is not the one that was recorded.
+    """
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # it exists, owned by someone else
+    stat = _proc_stat(pid)
+    if stat is None:
+        return True
+    state, start = stat
+    if state in ("Z", "X"):
+        return False
+    return started is None or start == started
+

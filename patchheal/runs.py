@@ -1,7 +1,7 @@
 """Where a run's files live: one directory per job, one per attempt, fixed names.
 
     <state>/runs/<job-id>/events.jsonl
-    <state>/runs/<job-id>/attempts/0003/{patch.diff,output.txt,verdict.json,record.json}
+    <state>/runs/<job-id>/attempts/0003/{patch.diff,output.txt,record.json}
     <state>/runs/<job-id>/steps/step-0001.{patch,json}
 
 Every text written here goes through the scrubber first.
@@ -14,7 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from patchheal.atomic import atomic_write
-from patchheal.scrub import Scrubber
+from patchheal.scrub.scrubber import Scrubber
+
+# Where state goes unless the command line says otherwise (DESIGN.md, "Where state lives").
+DEFAULT_DB = Path("var/memory/attempts.sqlite3")
+DEFAULT_STATE_DIR = Path("var")
+DEFAULT_REPORTS_DIR = Path("reports")
 
 
 class RunPaths:

@@ -13,7 +13,7 @@ import pytest
 
 from patchheal.harness import containers, images
 from patchheal.harness.config import HarnessDef
-from patchheal.harness.registry import load_harness
+from patchheal.harness.definitions import load_harness
 
 
 @pytest.fixture(scope="session")

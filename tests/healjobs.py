@@ -280,7 +280,7 @@ def fixer_calls(log: Path) -> list[dict[str, Any]]:
 def heal_in_process(root: Path, spec_path: Path, **options: Any) -> Any:
     """HealLoop.run() on a spec file, with every state path under `root`."""
     from patchheal.config import load_spec, spec_to_toml
-    from patchheal.loop import HealLoop, HealOptions
+    from patchheal.loop.controller import HealLoop, HealOptions
 
     spec = load_spec(spec_path)
     opts = HealOptions(
@@ -326,7 +326,7 @@ def start_heal(spec: Path, root: Path, *extra: str) -> subprocess.Popen[str]:
 
 def events_of(root: Path, job_id: str) -> list[dict[str, Any]]:
     """The job's events.jsonl as dicts (a torn last line is skipped)."""
-    from patchheal.events import EventLog
+    from patchheal.telemetry.events import EventLog
 
     path = root / "var" / "runs" / job_id / "events.jsonl"
     if not path.exists():

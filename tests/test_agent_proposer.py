@@ -12,9 +12,9 @@ import pytest
 
 from patchheal.config import JobSpec, PolicySpec
 from patchheal.errors import StepTimeout
-from patchheal.evidence import build_context
+from patchheal.evidence.build import build_context
+from patchheal.gates.policy import check_candidate
 from patchheal.models import Classification, Failure, FailureClass, Frame
-from patchheal.policy import check_candidate
 from patchheal.proposers.agent import AgentProposer
 from patchheal.proposers.base import ProposalRequest
 from patchheal.proposers.config import AgentConfig

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from patchheal.checkpoints import load_checkpoints, replay
-from patchheal.diffs import exact_hash
 from patchheal.errors import ReplayError
+from patchheal.loop.checkpoints import load_checkpoints, replay
 from patchheal.runs import RunPaths
-from patchheal.scrub import Scrubber
-from patchheal.workspace import JobWorkspace
+from patchheal.scrub.scrubber import Scrubber
+from patchheal.workspace.diffs import exact_hash
+from patchheal.workspace.worktrees import JobWorkspace
 from tests.healjobs import (
     STEP_BUG,
     STEP_FIX,

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from patchheal.classify import classify, flaky, runbook
-from patchheal.failure import analyze, analyze_file
+from patchheal.failure.analysis import analyze, analyze_file
+from patchheal.failure.classify import classify, flaky, runbook
 from patchheal.models import PATCHABLE_CLASSES, Classification, FailureClass
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "data"))

@@ -12,7 +12,7 @@ from harness_support import engine, labelled, python_def, python_image
 from patchheal.errors import SpecError
 from patchheal.harness import composefile
 from patchheal.harness.compose import ComposeHarness
-from patchheal.harness.registry import load_harness
+from patchheal.harness.definitions import load_harness
 
 __all__ = ["engine", "python_def", "python_image"]
 

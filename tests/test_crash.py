@@ -24,9 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from patchheal.events import EventLog
 from patchheal.memory.store import AttemptStore
-from patchheal.workspace import worktree_root
+from patchheal.telemetry.events import EventLog
+from patchheal.workspace.worktrees import worktree_root
 from tests.healjobs import (
     FIX,
     WRONG,

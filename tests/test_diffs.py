@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from patchheal import diffs
 from patchheal.errors import NotADiff
+from patchheal.workspace import diffs
 
 BODY = "".join(f"line {i}\n" for i in range(1, 21))
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from patchheal.errors import StoreIntegrityError
-from patchheal.events import EVENT_TYPES, EventLog
 from patchheal.models import FailureClass
-from patchheal.scrub import Scrubber
+from patchheal.scrub.scrubber import Scrubber
+from patchheal.telemetry.events import EVENT_TYPES, EventLog
 
 GH_TOKEN = "ghp_" + "Zq8Xw2Lk5Mn7Pb3Vc9Rt1Ys4Ud6Fe0Ga2Hj"
 
@@ -146,7 +146,7 @@ WRITER = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from patchheal.events import EventLog
+    from patchheal.telemetry.events import EventLog
     log = EventLog(Path(sys.argv[1]), job_id="job-1")
     print("ready", flush=True)
     n = 0

@@ -9,7 +9,13 @@ import pytest
 
 from patchheal.config import JobSpec
 from patchheal.errors import BadInput
-from patchheal.evidence import build_context, escalation_for, exhausted_buckets, render_context
+from patchheal.evidence.build import (
+    build_context,
+    escalation_for,
+    exhausted_buckets,
+    render_context,
+)
+from patchheal.evidence.tokens import count_tokens
 from patchheal.models import (
     AttemptRecord,
     Classification,
@@ -19,7 +25,6 @@ from patchheal.models import (
     Hint,
     Outcome,
 )
-from patchheal.tokens import count_tokens
 
 FP = "f" * 64
 SECRET = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"

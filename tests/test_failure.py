@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from patchheal.errors import BadInput
-from patchheal.failure import (
+from patchheal.failure.analysis import (
     FINGERPRINT_LENGTH,
     SIMILARITY_THRESHOLD,
     analyze,
@@ -19,7 +19,7 @@ from patchheal.failure import (
     canonical_test_id,
     similarity,
 )
-from patchheal.parsers import sections
+from patchheal.failure.parsers import sections
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "data"))
 from corpus_index import Run, manifest, runs
@@ -159,7 +159,7 @@ def test_a_large_log_is_analyzed_in_bounded_memory(tmp_path: Path) -> None:
     )
     code = (
         "import resource, sys\nfrom pathlib import Path\n"
-        "from patchheal.failure import analyze_file\n"
+        "from patchheal.failure.analysis import analyze_file\n"
         "f = analyze_file(Path(sys.argv[1]))\n"
         "print(f.fingerprint, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
     )

@@ -14,7 +14,7 @@ import pytest
 from harness_support import engine, labelled, python_def, python_image, python_project
 
 from patchheal.harness import containers
-from patchheal.workspace import worktree_root
+from patchheal.workspace.worktrees import worktree_root
 
 __all__ = ["engine", "python_def", "python_image"]
 
@@ -156,7 +156,7 @@ def test_gc_images_prunes_cached_dependency_images(engine: Any, python_image: st
 def test_gc_removes_a_workspace_whose_run_died_while_deleting_it(require_docker: None) -> None:
     """Invariant: a run killed in the middle of deleting its workspace leaves nothing that
     gc keeps: the deletion starts by renaming the workspace to a trash name."""
-    from patchheal.workspace import TRASH_PREFIX, worktree_root
+    from patchheal.workspace.worktrees import TRASH_PREFIX, worktree_root
 
     half_deleted = worktree_root() / f"{TRASH_PREFIX}some-job.4242"
     (half_deleted / "wt" / "verify").mkdir(parents=True)

@@ -209,7 +209,7 @@ def test_git_works_inside_the_step_and_sees_only_the_base(
 ) -> None:
     """A step that calls git sees the job's private repository read-only: the base commit,
     and not the user's later commits."""
-    from patchheal.workspace import JobWorkspace
+    from patchheal.workspace.worktrees import JobWorkspace
 
     repo = make_repo({"a.txt": "one\n"})
     subprocess.run(["git", "commit", "-q", "--allow-empty", "-m", "later"], cwd=repo, check=True)

@@ -12,7 +12,7 @@ from pydantic import BaseModel
 from patchheal.config import build_spec
 from patchheal.errors import InfraUnavailable, SpecError
 from patchheal.harness import config as hconfig
-from patchheal.harness import registry
+from patchheal.harness import definitions, registry
 from patchheal.harness.local import LocalHarness
 
 
@@ -23,7 +23,7 @@ def job(repo: Path, harness: str = "auto") -> Any:
 
 
 def test_bundled_harnesses_are_listed() -> None:
-    names = {d.name: d for d in registry.list_harnesses()}
+    names = {d.name: d for d in definitions.list_harnesses()}
     assert {"python", "node", "generic", "compose"} <= set(names)
     assert names["compose"].kind == "compose"
     assert all(d.description for d in names.values())
@@ -47,16 +47,16 @@ def test_every_definition_model_forbids_extras_and_documents_fields() -> None:
 
 def test_unknown_harness_lists_the_known_names(tmp_path: Path) -> None:
     with pytest.raises(SpecError, match=r"unknown harness 'nope'.*local.*python"):
-        registry.load_harness("nope", tmp_path)
+        definitions.load_harness("nope", tmp_path)
 
 
 def test_repo_harnesses_hide_bundled_ones_and_load_by_path(tmp_path: Path) -> None:
     folder = tmp_path / "harnesses" / "python"
     folder.mkdir(parents=True)
     (folder / "harness.toml").write_text('description = "mine"\n[image]\npackages = ["python3"]\n')
-    assert registry.load_harness("python", tmp_path).description == "mine"
-    assert registry.harness_search_path(tmp_path)[0] == (tmp_path / "harnesses").resolve()
-    by_path = registry.load_harness(str(folder), None)
+    assert definitions.load_harness("python", tmp_path).description == "mine"
+    assert definitions.harness_search_path(tmp_path)[0] == (tmp_path / "harnesses").resolve()
+    by_path = definitions.load_harness(str(folder), None)
     assert by_path.name == "python"
     assert by_path.path == folder.resolve()
 
@@ -78,7 +78,7 @@ def test_bad_definitions_name_the_file_and_field(tmp_path: Path, toml: str, mess
     folder.mkdir(parents=True)
     (folder / "harness.toml").write_text(toml)
     with pytest.raises(SpecError, match=message) as info:
-        registry.load_harness("bad", tmp_path)
+        definitions.load_harness("bad", tmp_path)
     assert "harness.toml" in str(info.value)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from patchheal.heartbeat import LockHeartbeat
+from patchheal.loop.heartbeat import LockHeartbeat
 from patchheal.memory.store import AttemptStore
 
 

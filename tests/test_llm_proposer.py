@@ -13,7 +13,8 @@ from chat_server import ChatServer, Reply
 
 from patchheal.config import JobSpec
 from patchheal.errors import ProposerError, TransientProposerError
-from patchheal.evidence import build_context
+from patchheal.evidence.build import build_context
+from patchheal.evidence.tokens import count_tokens
 from patchheal.models import (
     AttemptRecord,
     Classification,
@@ -26,7 +27,6 @@ from patchheal.proposers.base import ProposalRequest
 from patchheal.proposers.config import LLMConfig
 from patchheal.proposers.llm import SYSTEM_PROMPT, LLMProposer
 from patchheal.proposers.registry import create_proposer
-from patchheal.tokens import count_tokens
 
 API_KEY = "sk-proj-" + "Zq81xVb02LmNcT55RwYu3KpE9fH7jD4s"
 LOG_SECRET = "ghp_" + "Q9w8E7r6T5y4U3i2O1p0A9s8D7f6G5h4J3k2"

@@ -16,9 +16,10 @@ from click.testing import CliRunner
 
 from patchheal.cli import cli
 from patchheal.errors import LockHeld
-from patchheal.memory.locks import pid_alive, process_start, this_host
+from patchheal.memory.locks import this_host
 from patchheal.memory.store import AttemptStore
 from patchheal.memory.tables import LockRow
+from patchheal.proc import pid_alive, process_start
 
 HOLDER = textwrap.dedent(
     """

@@ -9,7 +9,7 @@ import pytest
 
 from patchheal.config import load_spec, spec_to_toml
 from patchheal.errors import NotAGitRepository
-from patchheal.loop import HealLoop, HealOptions
+from patchheal.loop.controller import HealLoop, HealOptions
 from patchheal.memory.store import AttemptStore
 from patchheal.models import Outcome
 from tests.healjobs import BUGGY, FIX, HANG, WRONG, diff_for, git, make_calc_repo, write_spec

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from patchheal.metrics import Metrics
+from patchheal.telemetry.metrics import Metrics
 
 
 @pytest.fixture

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from patchheal.errors import BadInput
-from patchheal.normalize import clean, normalize_message, path_kind, relative_path
-from patchheal.parsers import generic, junit, sections, traceback
-from patchheal.parsers import pytest as pytest_parser
-from patchheal.parsers import unittest as unittest_parser
+from patchheal.failure.normalize import clean, normalize_message, path_kind, relative_path
+from patchheal.failure.parsers import generic, junit, sections, traceback
+from patchheal.failure.parsers import pytest as pytest_parser
+from patchheal.failure.parsers import unittest as unittest_parser
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "data"))
 from corpus_index import runs

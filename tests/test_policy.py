@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from patchheal.config import PolicySpec
-from patchheal.policy import PolicyDecision, check_candidate, path_matches
+from patchheal.gates.policy import PolicyDecision, check_candidate, path_matches
 
 TEST_FILE = """import pytest
 

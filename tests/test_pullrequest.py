@@ -10,8 +10,8 @@ import pytest
 
 from patchheal.config import load_spec, spec_to_toml
 from patchheal.errors import BadInput
-from patchheal.loop import HealLoop, HealOptions
-from patchheal.pullrequest import render_command
+from patchheal.loop.controller import HealLoop, HealOptions
+from patchheal.loop.pullrequest import render_command
 from tests.healjobs import FIX, WRONG, diff_for, make_calc_repo, write_spec
 
 # Stands in for `gh pr create`: records what it was asked and prints a URL.

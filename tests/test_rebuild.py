@@ -13,10 +13,10 @@ from click.testing import CliRunner
 
 from patchheal.cli import cli
 from patchheal.errors import BadInput, StoreIntegrityError
-from patchheal.events import EventLog
 from patchheal.memory.rebuild import rebuild
 from patchheal.memory.store import AttemptStore
 from patchheal.models import AttemptRecord, Classification, Failure, FailureClass, Outcome
+from patchheal.telemetry.events import EventLog
 
 VERIFIED = {Outcome.FIXED, Outcome.NO_EFFECT, Outcome.REGRESSION, Outcome.TIMEOUT}
 FAILURE = Failure(fingerprint="fp-shared", error_type="KeyError", message="'user'")

@@ -486,7 +486,7 @@ def test_seeded_secrets_appear_in_no_written_file(tmp_path: Path) -> None:
 
 
 def test_a_job_scrubber_masks_job_specific_values(tmp_path: Path) -> None:
-    from patchheal.scrub import Scrubber
+    from patchheal.scrub.scrubber import Scrubber
 
     value = "hunter2-correct-horse"
     report = job(stop_reason=f"login with {value} refused")

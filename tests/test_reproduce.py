@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from patchheal.config import load_spec, spec_to_toml
-from patchheal.loop import HealLoop, HealOptions
+from patchheal.loop.controller import HealLoop, HealOptions
 from tests.healjobs import FIX, diff_for, make_calc_repo, write_spec
 
 # Fails on every other run, whatever the code: a counter file outside the repo.

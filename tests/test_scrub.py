@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from patchheal.scrub import MASK, Scrubber, default_scrubber, scrub
+from patchheal.scrub.scrubber import MASK, Scrubber, default_scrubber, scrub
 
 # Made-up secrets from a fixed seed: nothing real, nothing committed, the same every run.
 _RNG = random.Random(20240501)
@@ -223,7 +223,7 @@ def test_scrubbing_a_large_log_is_fast() -> None:
 
 
 def test_importing_scrub_is_cheap() -> None:
-    code = "import sys, patchheal.scrub; print('detect_secrets' in sys.modules)"
+    code = "import sys, patchheal.scrub.scrubber; print('detect_secrets' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False", "detect-secrets loads on first use, not on import"
 

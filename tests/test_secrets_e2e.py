@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from patchheal.config import load_spec, spec_to_toml
-from patchheal.loop import HealLoop, HealOptions
+from patchheal.loop.controller import HealLoop, HealOptions
 from tests.healjobs import FIX, diff_for, make_calc_repo, write_spec
 
 GITHUB_TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"

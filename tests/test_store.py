@@ -212,7 +212,7 @@ def test_similar_fixes_come_from_other_fingerprints(
         store.record_failure(f, job_id="job-b", step_index=0)
         store.record_attempt(record("job-b", n, fingerprint=f.fingerprint, outcome=Outcome.FIXED))
     try:
-        import patchheal.failure  # noqa: F401
+        import patchheal.failure.analysis  # noqa: F401
     except ImportError:
         assert store.similar_fixes(failure) == []
         return
@@ -221,7 +221,7 @@ def test_similar_fixes_come_from_other_fingerprints(
     assert hints[0].job_id == "job-b"
     assert hints[0].diff.startswith("---")
     assert store.similar_fixes(failure, exclude_fingerprint="fp-2") == []
-    monkeypatch.setitem(sys.modules, "patchheal.failure", None)  # as if not installed
+    monkeypatch.setitem(sys.modules, "patchheal.failure.analysis", None)  # as if not installed
     assert store.similar_fixes(failure) == []
 
 

@@ -179,7 +179,7 @@ def test_attempt_queries_and_verified_fixes(store: AttemptStore) -> None:
 
 
 def test_similar_fixes_on_postgres(store: AttemptStore) -> None:
-    pytest.importorskip("patchheal.failure")
+    pytest.importorskip("patchheal.failure.analysis")
     failure = Failure(fingerprint="fp-1", error_type="KeyError", message="'user'")
     near = Failure(fingerprint="fp-2", error_type="KeyError", message="'user'")
     far = Failure(fingerprint="fp-3", error_type="OSError", message="disk full", summary="x")

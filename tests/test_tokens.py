@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from patchheal import tokens
-from patchheal.tokens import count_tokens, estimate_tokens, tokenizer_name
+from patchheal.evidence import tokens
+from patchheal.evidence.tokens import count_tokens, estimate_tokens, tokenizer_name
 
 
 @pytest.fixture(autouse=True)
@@ -51,7 +51,10 @@ def test_the_tokenizer_in_use_is_the_real_one_when_it_works_offline(
 
 
 def test_estimate_can_be_forced_and_is_used_consistently() -> None:
-    code = "from patchheal.tokens import *; print(tokenizer_name(), count_tokens('x = 1\\n' * 10))"
+    code = (
+        "from patchheal.evidence.tokens import *; "
+        "print(tokenizer_name(), count_tokens('x = 1\\n' * 10))"
+    )
     env = {**os.environ, "PATCHHEAL_TOKENIZER": "estimate"}
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True

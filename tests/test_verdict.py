@@ -9,7 +9,7 @@ import pytest
 
 from patchheal import proc
 from patchheal.models import CommandResult, TestCounts, Verdict
-from patchheal.verdict import failing_tests, judge, parse_counts, worse
+from patchheal.verdict.judge import failing_tests, judge, parse_counts, worse
 
 SUITE = """
 import pytest

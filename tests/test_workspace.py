@@ -15,7 +15,7 @@ from patchheal.errors import (
     PatchhealError,
     UnknownRef,
 )
-from patchheal.workspace import (
+from patchheal.workspace.worktrees import (
     JobWorkspace,
     PublishRefused,
     file_checksums,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from patchheal.models import CONTROL_COMMANDS
+from patchheal.runs import DEFAULT_DB
 
 
 @click.command()
@@ -16,7 +17,7 @@ from patchheal.models import CONTROL_COMMANDS
 @click.argument("step", type=int, required=False)
 @click.option(
     "--db",
-    default="var/memory/attempts.sqlite3",
+    default=str(DEFAULT_DB),
     show_default=True,
     help="the attempt store the job runs against",
 )
@@ -26,7 +27,7 @@ def control(job_id: str, command: str, step: int | None, db: str) -> None:
     resume-from-step takes the step number N. Every command is recorded with
     who issued it and when.
     """
-    from patchheal.controls import issuer, validate
+    from patchheal.loop.controls import issuer, validate
     from patchheal.memory.store import AttemptStore
 
     validate(command, step)

@@ -25,9 +25,9 @@ def fingerprint(
     logfile: Path, junit_path: Path | None, repo_root: str | None, as_json: bool
 ) -> None:
     """Print the fingerprint, class and evidence of the failure in LOGFILE (`-`: stdin)."""
-    from patchheal.classify import classify
     from patchheal.errors import BadInput
-    from patchheal.failure import from_text, read_log
+    from patchheal.failure.analysis import from_text, read_log
+    from patchheal.failure.classify import classify
 
     excerpt = read_log(None if str(logfile) == "-" else logfile)
     if junit_path is not None and not junit_path.is_file():

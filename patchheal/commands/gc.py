@@ -12,12 +12,14 @@ import shutil
 
 import click
 
+from patchheal.runs import DEFAULT_DB
+
 
 @click.command()
 @click.option("--dry-run", is_flag=True, help="Only print what would be removed.")
 @click.option(
     "--db",
-    default="var/memory/attempts.sqlite3",
+    default=str(DEFAULT_DB),
     show_default=True,
     help="Attempt store whose job locks and statuses tell which workspaces are live.",
 )
@@ -30,7 +32,7 @@ import click
 def gc(dry_run: bool, db: str, prune_images: bool) -> None:
     """Remove orphaned containers, volumes, networks and stale worktrees."""
     from patchheal.harness import containers, orphans
-    from patchheal.workspace import worktree_root
+    from patchheal.workspace.worktrees import worktree_root
 
     verb = "would remove" if dry_run else "removed"
     client = None

@@ -28,7 +28,7 @@ def harness() -> None:
 )
 def list_(repo: Path | None) -> None:
     """List the harness definitions on the search path."""
-    from patchheal.harness.registry import harness_search_path, list_harnesses
+    from patchheal.harness.definitions import harness_search_path, list_harnesses
 
     click.echo(f"{'local':<12} {'local':<8} host process in the worktree, no isolation")
     for defn in list_harnesses(repo):
@@ -50,7 +50,7 @@ def build(name: str, repo: Path | None, rebuild_from_scratch: bool) -> None:
     import time
 
     from patchheal.harness import containers, images
-    from patchheal.harness.registry import load_harness
+    from patchheal.harness.definitions import load_harness
 
     defn = load_harness(name, repo)
     if defn.kind == "compose" and defn.compose is not None:
@@ -73,9 +73,9 @@ def check(name: str, repo: Path | None) -> None:
     """Build NAME if needed, run a trivial command in its sandbox, report engine and image."""
     import tempfile
 
-    from patchheal.harness import containers, registry
+    from patchheal.harness import containers, definitions, registry
 
-    defn = registry.load_harness(name, repo)
+    defn = definitions.load_harness(name, repo)
     client = containers.engine()
     version = client.version()
     click.echo(f"engine: Docker {version.get('Version')} (API {version.get('ApiVersion')})")
@@ -127,9 +127,9 @@ def run(
     """Run COMMAND in harness NAME over a fresh worktree of --repo; exit with its exit code."""
     import shlex
 
-    from patchheal.harness import orphans, registry
+    from patchheal.harness import definitions, orphans, registry
     from patchheal.harness.local import LocalHarness
-    from patchheal.workspace import JobWorkspace
+    from patchheal.workspace.worktrees import JobWorkspace
 
     text = command[0] if len(command) == 1 else shlex.join(command)
     workspace = JobWorkspace(repo.resolve(), ref, f"harness-run-{os.getpid()}")
@@ -139,7 +139,7 @@ def run(
         LocalHarness(setup=setup, env_passthrough=env_names)
         if name == "local"
         else registry.build(
-            registry.load_harness(name, repo),
+            definitions.load_harness(name, repo),
             job_id=workspace.job_id,
             setup=setup,
             passthrough=env_names,

@@ -28,8 +28,8 @@ def run_heal(
 ) -> int:
     """Heal one validated spec and print where the results are. Returns the exit code."""
     from patchheal.errors import EXIT_INTERRUPTED, Interrupted
-    from patchheal.loop import HealLoop, HealOptions
-    from patchheal.summary import json_summary
+    from patchheal.loop.controller import HealLoop, HealOptions
+    from patchheal.loop.summary import json_summary
 
     host, port = parse_statsd(state.statsd)
 

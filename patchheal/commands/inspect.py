@@ -8,13 +8,15 @@ from typing import Any, TypeVar
 
 import click
 
+from patchheal.runs import DEFAULT_DB
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _db_option(func: F) -> F:
     return click.option(
         "--db",
-        default="var/memory/attempts.sqlite3",
+        default=str(DEFAULT_DB),
         show_default=True,
         help="attempt store: a SQLite path or any SQLAlchemy URL",
     )(func)

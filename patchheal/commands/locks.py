@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from patchheal.runs import DEFAULT_DB
+
 
 @click.command()
 @click.option("--apply", is_flag=True, help="reclaim (not just list) the stale locks")
@@ -18,7 +20,7 @@ import click
 )
 @click.option(
     "--db",
-    default="var/memory/attempts.sqlite3",
+    default=str(DEFAULT_DB),
     show_default=True,
     help="attempt store: a SQLite path or any SQLAlchemy URL",
 )

@@ -9,6 +9,8 @@ from typing import Any, TypeVar
 
 import click
 
+from patchheal.runs import DEFAULT_DB, DEFAULT_REPORTS_DIR, DEFAULT_STATE_DIR
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -46,21 +48,21 @@ def state_options(func: F) -> F:
         [
             click.option(
                 "--db",
-                default="var/memory/attempts.sqlite3",
+                default=str(DEFAULT_DB),
                 show_default=True,
                 help="attempt store: a SQLite path or any SQLAlchemy URL",
             ),
             click.option(
                 "--reports",
                 "reports_dir",
-                default="reports",
+                default=str(DEFAULT_REPORTS_DIR),
                 show_default=True,
                 type=click.Path(file_okay=False),
                 help="where reports/<job-id>/ go",
             ),
             click.option(
                 "--state-dir",
-                default="var",
+                default=str(DEFAULT_STATE_DIR),
                 show_default=True,
                 type=click.Path(file_okay=False),
                 help="where runs/<job-id>/ go",

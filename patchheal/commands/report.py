@@ -6,13 +6,15 @@ from pathlib import Path
 
 import click
 
+from patchheal.runs import DEFAULT_REPORTS_DIR
+
 
 @click.command()
 @click.argument("job_id")
 @click.option(
     "--reports",
     "reports_dir",
-    default="reports",
+    default=str(DEFAULT_REPORTS_DIR),
     show_default=True,
     type=click.Path(file_okay=False, path_type=Path),
 )

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from patchheal.runs import DEFAULT_DB, DEFAULT_STATE_DIR
+
 _DB_HELP = "attempt store: a SQLite path or any SQLAlchemy URL"
 
 
@@ -15,7 +17,7 @@ def store() -> None:
 
 
 @store.command()
-@click.option("--db", default="var/memory/attempts.sqlite3", show_default=True, help=_DB_HELP)
+@click.option("--db", default=str(DEFAULT_DB), show_default=True, help=_DB_HELP)
 def check(db: str) -> None:
     """Run the database's integrity checks and the store's own invariants."""
     from patchheal.errors import StoreIntegrityError
@@ -34,12 +36,12 @@ def check(db: str) -> None:
 @click.option(
     "--runs",
     "runs_dir",
-    default="var/runs",
+    default=str(DEFAULT_STATE_DIR / "runs"),
     show_default=True,
     type=click.Path(file_okay=False, path_type=Path),
     help="folder holding <job-id>/events.jsonl",
 )
-@click.option("--db", default="var/memory/attempts.sqlite3", show_default=True, help=_DB_HELP)
+@click.option("--db", default=str(DEFAULT_DB), show_default=True, help=_DB_HELP)
 def rebuild(apply: bool, runs_dir: Path, db: str) -> None:
     """Replay the event logs into a fresh store and show how it differs from the live one.
 

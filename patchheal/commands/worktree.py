@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from patchheal.runs import DEFAULT_DB, DEFAULT_STATE_DIR
+
 
 @click.group()
 def worktree() -> None:
@@ -15,7 +17,7 @@ def worktree() -> None:
 @worktree.command("list")
 def list_() -> None:
     """List the worktrees patchheal holds, per job."""
-    from patchheal.workspace import worktree_root
+    from patchheal.workspace.worktrees import worktree_root
 
     root = worktree_root()
     found = sorted(p for p in root.glob("*/wt/*") if p.is_dir()) if root.is_dir() else []
@@ -28,22 +30,22 @@ def list_() -> None:
 
 @worktree.command("open")
 @click.argument("attempt_id", type=int)
-@click.option("--db", default="var/memory/attempts.sqlite3", show_default=True)
+@click.option("--db", default=str(DEFAULT_DB), show_default=True)
 @click.option(
     "--state-dir",
-    default="var",
+    default=str(DEFAULT_STATE_DIR),
     show_default=True,
     type=click.Path(file_okay=False, path_type=Path),
     help="where the job's checkpoints are (for attempts of step 2 and later)",
 )
 def open_(attempt_id: int, db: str, state_dir: Path) -> None:
     """Materialize ATTEMPT_ID (base, earlier checkpoints, its diff); print its path."""
-    from patchheal.checkpoints import load_checkpoints
     from patchheal.errors import BadInput, PatchApplyError
+    from patchheal.loop.checkpoints import load_checkpoints
     from patchheal.memory.store import AttemptStore
     from patchheal.runs import RunPaths
-    from patchheal.scrub import Scrubber
-    from patchheal.workspace import JobWorkspace
+    from patchheal.scrub.scrubber import Scrubber
+    from patchheal.workspace.worktrees import JobWorkspace
 
     store = AttemptStore(db)
     try:
@@ -72,12 +74,12 @@ def open_(attempt_id: int, db: str, state_dir: Path) -> None:
 
 @worktree.command("rm")
 @click.argument("job_id")
-@click.option("--db", default="var/memory/attempts.sqlite3", show_default=True)
+@click.option("--db", default=str(DEFAULT_DB), show_default=True)
 def rm(job_id: str, db: str) -> None:
     """Remove every worktree (and the private repository) of JOB_ID."""
     import shutil
 
-    from patchheal.workspace import worktree_root
+    from patchheal.workspace.worktrees import worktree_root
 
     target = worktree_root() / job_id
     if not target.exists():

@@ -48,7 +48,7 @@ class ComposeHarness:
         repo: Path | None = None,
         client: DockerClient | None = None,
     ) -> None:
-        from patchheal.harness.registry import load_harness
+        from patchheal.harness.definitions import load_harness
 
         assert defn.compose is not None, "a compose harness needs a [compose] table"
         self.defn = defn
@@ -91,7 +91,7 @@ class ComposeHarness:
 
     def _service_image(self, service: composefile.Service) -> str:
         if service.harness:
-            from patchheal.harness.registry import load_harness
+            from patchheal.harness.definitions import load_harness
 
             defn = load_harness(service.harness, self._repo)
             return images.ensure_image(self.client, defn, say=self._say)
@@ -262,7 +262,7 @@ class ComposeHarness:
 
 
 def _compose_names() -> tuple[str, ...]:
-    from patchheal.harness.registry import COMPOSE_FILES
+    from patchheal.harness.composefile import COMPOSE_FILES
 
     return COMPOSE_FILES
 

@@ -17,6 +17,9 @@ from typing import Any
 
 from patchheal.errors import SpecError
 
+# The names a compose file may have in a repository's root, in the order they are looked for.
+COMPOSE_FILES = ("compose.yaml", "compose.yml", "docker-compose.yaml", "docker-compose.yml")
+
 _IGNORED = {
     "ports",
     "expose",

@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from patchheal.errors import SpecError
+from patchheal.errors import SpecError, validation_problems
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
 _SIZE = re.compile(r"^\d+(\.\d+)?[bkmg]?$", re.IGNORECASE)
@@ -194,8 +194,5 @@ def load_harness_file(path: Path) -> HarnessDef:
     try:
         return HarnessDef.model_validate(data)
     except ValidationError as exc:
-        lines = [f"invalid harness definition {path}:"]
-        for item in exc.errors():
-            where = ".".join(str(p) for p in item["loc"]) or "(top level)"
-            lines.append(f"  {where}: {item['msg']}")
-        raise SpecError("\n".join(lines)) from None
+        lines = [f"invalid harness definition {path}:", *validation_problems(exc)]
+        raise SpecError("\n  ".join(lines)) from None

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from patchheal import proc
 from patchheal.errors import HarnessError, InfraUnavailable
 from patchheal.proc import DEFAULT_OUTPUT_CAP, _CappedBuffer
 from patchheal.retry import retrying
@@ -89,16 +90,6 @@ def call(fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
     raise AssertionError("unreachable: tenacity reraises")  # pragma: no cover
 
 
-def process_start(pid: int) -> str:
-    """The kernel's start time of `pid` (clock ticks since boot), '' if unknown."""
-    try:
-        stat = open(f"/proc/{pid}/stat", encoding="ascii").read()  # noqa: PTH123, SIM115
-    except OSError:
-        return ""
-    # Field 22, counted after the parenthesised command name (which may hold spaces).
-    return stat.rsplit(")", 1)[1].split()[19]
-
-
 def owner_labels(job_id: str, purpose: str, *, worktree: str | None = None) -> dict[str, str]:
     pid = os.getpid()
     labels = {
@@ -106,7 +97,7 @@ def owner_labels(job_id: str, purpose: str, *, worktree: str | None = None) -> d
         LABEL_JOB: job_id,
         LABEL_PURPOSE: purpose,
         LABEL_PID: str(pid),
-        LABEL_START: process_start(pid),
+        LABEL_START: str(proc.process_start(pid) or ""),
         LABEL_HOST: socket.gethostname(),
     }
     if worktree is not None:
@@ -125,14 +116,8 @@ def owner_alive(labels: dict[str, str]) -> bool:
         pid = int(labels.get(LABEL_PID, ""))
     except ValueError:
         return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
     start = labels.get(LABEL_START, "")
-    return not start or process_start(pid) == start
+    return proc.pid_alive(pid, int(start) if start.isdigit() else None)
 
 
 def container_name(job_id: str, purpose: str) -> str:

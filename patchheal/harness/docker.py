@@ -40,7 +40,11 @@ class DockerHarness:
         client: DockerClient | None = None,
         say: Say | None = None,
         setup_timeout: float = 1800.0,
+        repo: Path | None = None,
     ) -> None:
+        # `repo` is part of every harness's constructor (see harness/registry.py); one
+        # container over the worktree reads nothing else of the job's repository.
+        del repo
         self.defn = defn
         self.name = f"docker:{defn.name}"
         self.job_id = job_id or f"adhoc-{os.getpid()}"
@@ -51,7 +55,6 @@ class DockerHarness:
         self._setup_timeout = setup_timeout
         self._image: str | None = None
         self._envs: dict[tuple[Path, str], str] = {}
-        self._runs = 0
 
     @property
     def client(self) -> DockerClient:
@@ -118,7 +121,6 @@ class DockerHarness:
             labels=containers.owner_labels(self.job_id, purpose, worktree=str(worktree)),
             host_mounts=images.host_mounts(self.client, image),
         )
-        self._runs += 1
         name = containers.container_name(self.job_id, purpose)
         with containers.created(self.client, name=name, **kwargs) as container:
             done = containers.run_to_completion(

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from patchheal import proc
+from patchheal.atomic import atomic_write
 from patchheal.harness import containers, images
 
 if TYPE_CHECKING:
@@ -115,12 +117,10 @@ def write_owner(job_dir: Path) -> None:
     pid = os.getpid()
     data = {
         containers.LABEL_PID: str(pid),
-        containers.LABEL_START: containers.process_start(pid),
+        containers.LABEL_START: str(proc.process_start(pid) or ""),
         containers.LABEL_HOST: socket.gethostname(),
     }
-    tmp = job_dir / f".{OWNER_FILE}.{pid}.tmp"
-    tmp.write_text(json.dumps(data), encoding="utf-8")
-    tmp.replace(job_dir / OWNER_FILE)
+    atomic_write(job_dir / OWNER_FILE, json.dumps(data))
 
 
 def live_worktrees(client: DockerClient | None) -> set[str]:
@@ -147,7 +147,7 @@ def stale_workspaces(
 
 
 def _judge(job_dir: Path, store: Any, mounted: set[str]) -> str | None:
-    from patchheal.workspace import TRASH_PREFIX
+    from patchheal.workspace.worktrees import TRASH_PREFIX
 
     if job_dir.name.startswith(TRASH_PREFIX):
         return "its run died while deleting it"

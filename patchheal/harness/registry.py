@@ -1,70 +1,33 @@
-"""Harness definitions: where they are found, which one a job gets, and why.
+"""Which harness a job gets, and why: inference, resolution, and the kind registry.
 
-Definitions are looked up in `<repo>/harnesses`, then `./harnesses`, then the
-ones bundled with patchheal. Resolution says in a sentence what it chose and
-why, so the report and the CLI can show it.
+Resolution says in a sentence what it chose and why, so the report and the
+CLI can show it. Harness classes are imported lazily by kind, so the Docker
+SDK loads only when a Docker harness is chosen.
 """
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import patchheal
 from patchheal.errors import InfraUnavailable, SpecError
-from patchheal.harness.config import HarnessDef, load_harness_file
+from patchheal.harness.composefile import COMPOSE_FILES
+from patchheal.harness.config import HarnessDef
+from patchheal.harness.definitions import load_harness
 
 if TYPE_CHECKING:
     from patchheal.config import JobSpec
     from patchheal.harness.base import Harness
     from patchheal.harness.images import Say
 
-COMPOSE_FILES = ("compose.yaml", "compose.yml", "docker-compose.yaml", "docker-compose.yml")
 _PYTHON_MARKERS = ("pyproject.toml", "setup.cfg", "setup.py", "requirements.txt")
 
-
-def bundled_dir() -> Path:
-    return Path(patchheal.__file__).resolve().parent.parent / "harnesses"
-
-
-def harness_search_path(repo: Path | None) -> list[Path]:
-    """`<repo>/harnesses`, `./harnesses`, then the bundled definitions, without duplicates."""
-    candidates = [*([repo / "harnesses"] if repo is not None else []), Path.cwd() / "harnesses"]
-    candidates.append(bundled_dir())
-    found: list[Path] = []
-    for path in candidates:
-        resolved = path.resolve()
-        if resolved not in found:
-            found.append(resolved)
-    return found
-
-
-def list_harnesses(repo: Path | None = None) -> list[HarnessDef]:
-    """Every definition on the search path; an earlier folder hides a same-named later one."""
-    seen: dict[str, HarnessDef] = {}
-    for folder in harness_search_path(repo):
-        for toml in sorted(folder.glob("*/harness.toml")) if folder.is_dir() else []:
-            defn = load_harness_file(toml)
-            seen.setdefault(defn.name, defn)
-    return sorted(seen.values(), key=lambda d: d.name)
-
-
-def load_harness(name_or_path: str, repo: Path | None = None) -> HarnessDef:
-    """A definition by name (search path) or by path (a folder or a harness.toml)."""
-    as_path = Path(name_or_path).expanduser()
-    if "/" in name_or_path or name_or_path.endswith(".toml"):
-        if repo is not None and not as_path.is_absolute() and not as_path.exists():
-            as_path = repo / as_path
-        toml = as_path / "harness.toml" if as_path.is_dir() else as_path
-        if not toml.is_file():
-            raise SpecError(f"harness definition {toml} does not exist")
-        return load_harness_file(toml)
-    for folder in harness_search_path(repo):
-        toml = folder / name_or_path / "harness.toml"
-        if toml.is_file():
-            return load_harness_file(toml)
-    known = ", ".join(["local", *(d.name for d in list_harnesses(repo))])
-    raise SpecError(f"unknown harness {name_or_path!r}; known: {known}")
+# A definition's `kind` -> the class that runs it. Each takes the same keywords (see build()).
+_REGISTRY: dict[str, str] = {
+    "docker": "patchheal.harness.docker:DockerHarness",
+    "compose": "patchheal.harness.compose:ComposeHarness",
+}
 
 
 def infer(repo: Path) -> tuple[str, str]:
@@ -143,13 +106,16 @@ def build(
     say: Say | None = None,
     repo: Path | None = None,
 ) -> Harness:
-    """The harness object for a definition (Docker or compose)."""
-    if defn.kind == "compose":
-        from patchheal.harness.compose import ComposeHarness
-
-        return ComposeHarness(
-            defn, job_id=job_id, setup=setup, env_passthrough=passthrough, say=say, repo=repo
+    """The harness object for a definition, by its kind."""
+    target = _REGISTRY.get(defn.kind)
+    if target is None:
+        raise SpecError(
+            f"harness {defn.name!r} has unknown kind {defn.kind!r}; "
+            f"known: {', '.join(sorted(_REGISTRY))}"
         )
-    from patchheal.harness.docker import DockerHarness
-
-    return DockerHarness(defn, job_id=job_id, setup=setup, env_passthrough=passthrough, say=say)
+    module_name, _, class_name = target.partition(":")
+    cls = getattr(importlib.import_module(module_name), class_name)
+    harness: Harness = cls(
+        defn, job_id=job_id, setup=setup, env_passthrough=passthrough, say=say, repo=repo
+    )
+    return harness

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from patchheal import proc
+from patchheal.atomic import atomic_write
 from patchheal.errors import HarnessError
 from patchheal.harness import containers, images
 from patchheal.harness.images import Say
@@ -150,10 +151,7 @@ def container_python(client: DockerClient, image: str) -> str:
     if done.exit_code != 0 or not re.fullmatch(r"\d+\.\d+", version):
         raise HarnessError(f"image {image} has no usable python3: {done.output[-500:]}")
     known[image_id] = version
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    tmp = cache.with_suffix(f".{uuid.uuid4().hex}.tmp")
-    tmp.write_text(json.dumps(known))
-    tmp.replace(cache)
+    atomic_write(cache, json.dumps(known))
     return version
 
 

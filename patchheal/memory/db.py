@@ -28,7 +28,6 @@ from sqlmodel import Session
 
 from patchheal.errors import BadInput
 
-DEFAULT_DB = Path("var/memory/attempts.sqlite3")
 BUSY_TIMEOUT_SECONDS = 60.0
 # The PostgreSQL advisory lock key of the store's write transactions ("patchhea" in ASCII);
 # advisory locks are per database, so stores in other databases do not share it.

@@ -1,6 +1,6 @@
 """Memory hints: fixes verified for other fingerprints whose failure looks like this one.
 
-Similarity comes from `patchheal.failure.similarity`; where that module is not
+Similarity comes from `patchheal.failure.analysis.similarity`; where that module is not
 available, there are no hints (memory never blocks the loop).
 """
 
@@ -22,7 +22,7 @@ def similar_fixes(
 ) -> list[Hint]:
     """The best `limit` fixes of other fingerprints with similarity >= `threshold`."""
     try:
-        from patchheal.failure import similarity
+        from patchheal.failure.analysis import similarity
     except ImportError:
         return []
     excluded = {failure.fingerprint, exclude}

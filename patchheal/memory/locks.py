@@ -13,7 +13,6 @@ import os
 import socket
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Literal
 
 from sqlalchemy import delete, select
@@ -22,6 +21,7 @@ from sqlmodel import col
 from patchheal.errors import LockHeld
 from patchheal.memory.db import StoreBase
 from patchheal.memory.tables import ClaimRow, LockAuditRow, LockRow
+from patchheal.proc import pid_alive, process_start
 
 LockState = Literal["live", "stale", "orphaned"]
 OnReclaim = Callable[[LockRow, str], None]
@@ -29,42 +29,6 @@ OnReclaim = Callable[[LockRow, str], None]
 
 def this_host() -> str:
     return socket.gethostname()
-
-
-def _proc_stat(pid: int) -> tuple[str, int] | None:
-    """(state, start time in clock ticks) from /proc, None where /proc is absent."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_bytes().decode("ascii", "replace")
-    except OSError:
-        return None
-    # The command name (field 2) may contain spaces and parentheses; the
-    # fields after its last ')' are fixed: state is field 3, starttime 22.
-    rest = stat[stat.rfind(")") + 2 :].split()
-    return rest[0], int(rest[19])
-
-
-def process_start(pid: int) -> int | None:
-    stat = _proc_stat(pid)
-    return None if stat is None else stat[1]
-
-
-def pid_alive(pid: int, started: int | None = None) -> bool:
-    """Whether the process `pid` (started at `started`, if known) still runs on this host."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # it exists, owned by someone else
-    stat = _proc_stat(pid)
-    if stat is None:
-        return True
-    state, start = stat
-    if state in ("Z", "X"):
-        return False
-    return started is None or start == started
 
 
 def _when(seconds: float) -> str:

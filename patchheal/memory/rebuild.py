@@ -23,9 +23,10 @@ from sqlmodel import col
 from patchheal.errors import BadInput
 from patchheal.memory.db import display_url, resolve_db_url, sqlite_path
 from patchheal.memory.records import StoredAttempt
-from patchheal.memory.replay import Action, read_runs
-from patchheal.memory.store import JUDGED, AttemptStore
+from patchheal.memory.replay import Action, read_runs, replay_attempt
+from patchheal.memory.store import AttemptStore
 from patchheal.memory.tables import ClaimRow, ControlRow, LockAuditRow
+from patchheal.models import JobStatus
 
 _COMPARED = ("outcome", "diff_hash", "normalized_diff_hash", "strategy")
 
@@ -71,7 +72,7 @@ def _replay(store: AttemptStore, actions: list[Action]) -> None:
         values = action.values
         if action.kind == "job":
             store.ensure_job(action.job_id, **values)
-            store.set_job_status(action.job_id, "running")
+            store.set_job_status(action.job_id, JobStatus.RUNNING)
         elif action.kind == "status":
             store.set_job_status(action.job_id, values["status"], detail=values["detail"])
         elif action.kind == "failure":
@@ -82,12 +83,7 @@ def _replay(store: AttemptStore, actions: list[Action]) -> None:
                 classification=values["classification"],
             )
         else:
-            record = values["record"]
-            # The loop claims a patch before applying it and releases the
-            # claim only after a transient outcome: judged patches hold one.
-            if record.outcome in JUDGED and record.normalized_diff_hash:
-                store.claim(record.fingerprint, record.normalized_diff_hash, job_id=record.job_id)
-            store.record_attempt(record)
+            replay_attempt(store, values["record"])
 
 
 def _claims(store: AttemptStore) -> set[tuple[str, str]]:

@@ -1,4 +1,7 @@
-"""Reading and checking event logs for `patchheal store rebuild`.
+"""Reading and checking event logs, and replaying what they say into a store.
+
+Used by `patchheal store rebuild` (every log, into a fresh store) and by the
+crash recovery at the start of a run (one job's log, what the store lacks).
 
 Each `<runs>/<job-id>/events.jsonl` is checked as a sequence of runs, a run
 being everything from one `job.started` to the next. What cannot have
@@ -17,9 +20,10 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from patchheal.errors import BadInput, StoreIntegrityError
-from patchheal.events import EVENT_TYPES, Event, read_numbered
+from patchheal.errors import BadInput, StoreIntegrityError, validation_problems
+from patchheal.memory.store import JUDGED, AttemptStore
 from patchheal.models import AttemptRecord, Classification, Failure
+from patchheal.telemetry.events import EVENT_TYPES, Event, read_numbered
 
 _MAX_REPORTED = 40
 M = TypeVar("M", bound=BaseModel)
@@ -186,11 +190,8 @@ class _Checker:
         try:
             return model.model_validate(raw)
         except ValidationError as exc:
-            first = exc.errors()[0]
-            loc = ".".join(str(p) for p in first["loc"])
-            self.problems.append(
-                f"{where}: {name} is not a valid {model.__name__}: {loc}: {first['msg']}"
-            )
+            first = validation_problems(exc, top="")[0]
+            self.problems.append(f"{where}: {name} is not a valid {model.__name__}: {first}")
             return None
 
 
@@ -214,3 +215,15 @@ def read_runs(runs_dir: Path) -> tuple[list[Action], list[Path], int]:
     # if the clock stepped back during a run.
     merged = heapq.merge(*per_file, key=lambda item: item[0])
     return [action for _, action in merged], logs, checker.events
+
+
+def replay_attempt(store: AttemptStore, record: AttemptRecord) -> None:
+    """Store an attempt the event log has, as the live run left it.
+
+    The loop claims a patch before applying it and releases the claim only
+    after a transient outcome: a judged patch holds its claim (check -> claim
+    -> record), so replaying it keeps "never the same patch twice".
+    """
+    if record.outcome in JUDGED and record.normalized_diff_hash:
+        store.claim(record.fingerprint, record.normalized_diff_hash, job_id=record.job_id)
+    store.record_attempt(record)

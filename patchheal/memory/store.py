@@ -18,7 +18,7 @@ from sqlmodel import col
 
 from patchheal.errors import BadInput
 from patchheal.memory.controls import ControlMixin
-from patchheal.memory.db import DEFAULT_DB, resolve_db_url
+from patchheal.memory.db import resolve_db_url
 from patchheal.memory.locks import LockMixin
 from patchheal.memory.records import (
     StoredAttempt,
@@ -30,7 +30,8 @@ from patchheal.memory.records import (
 )
 from patchheal.memory.tables import AttemptRow, ClaimRow, ControlRow, FailureRow, JobRow, LockRow
 from patchheal.models import AttemptRecord, Classification, Failure, Hint, Outcome
-from patchheal.scrub import scrub
+from patchheal.runs import DEFAULT_DB
+from patchheal.scrub.scrubber import scrub
 
 __all__ = [
     "DEFAULT_DB",

@@ -30,13 +30,13 @@ from pathlib import Path
 from patchheal import proc
 from patchheal.config import JobSpec
 from patchheal.errors import StepTimeout
-from patchheal.evidence import render_context
+from patchheal.evidence.build import render_context
 from patchheal.models import Candidate
 from patchheal.proposers.base import ProposalRequest
 from patchheal.proposers.config import AgentConfig
 from patchheal.proposers.editformats import parse_tags
-from patchheal.scrub import Scrubber
-from patchheal.workspace import worktree_diff
+from patchheal.scrub.scrubber import Scrubber
+from patchheal.workspace.worktrees import worktree_diff
 
 # Not secrets, and what CLIs need to start: a PATH, a HOME for their own config, a locale.
 BASE_ENV = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TZ")

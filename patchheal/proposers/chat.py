@@ -23,7 +23,7 @@ from typing import Any
 
 from patchheal.errors import ProposerError, TransientProposerError
 from patchheal.retry import retrying
-from patchheal.scrub import scrub
+from patchheal.scrub.scrubber import scrub
 
 _BODY_SHOWN = 300
 

@@ -24,15 +24,15 @@ from collections.abc import Callable
 
 from patchheal.config import JobSpec
 from patchheal.errors import PatchApplyError, ProposerError
-from patchheal.evidence import render_context
+from patchheal.evidence.build import render_context
+from patchheal.evidence.tokens import count_tokens
 from patchheal.models import Candidate
 from patchheal.proposers.base import ProposalRequest
 from patchheal.proposers.chat import ChatClient, ChatReply
 from patchheal.proposers.config import LLMConfig
 from patchheal.proposers.editformats import apply_reply, parse_reply
-from patchheal.scrub import Scrubber
-from patchheal.tokens import count_tokens
-from patchheal.workspace import worktree_diff
+from patchheal.scrub.scrubber import Scrubber
+from patchheal.workspace.worktrees import worktree_diff
 
 SYSTEM_PROMPT = """\
 You fix failing CI steps. You are shown the failure, code around it, the

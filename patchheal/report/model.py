@@ -9,19 +9,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from patchheal.errors import BadInput
-from patchheal.models import AttemptRecord, Classification, Failure
+from patchheal.errors import BadInput, validation_problems
+from patchheal.models import AttemptRecord, Classification, Failure, JobStatus, StepStatus
 
 SCHEMA = "patchheal.report/1"
-
-StepStatus = Literal["fixed", "not_fixed", "not_patchable", "skipped", "pending"]
-JobStatus = Literal[
-    "fixed", "not_fixed", "not_patchable", "manual_handoff", "cancelled", "taken_over", "error"
-]
 
 
 class _Model(BaseModel):
@@ -104,11 +99,8 @@ def report_from_json(text: str, *, source: str = "report.json") -> JobReport:
     try:
         return JobReport.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "(root)"
-        raise BadInput(
-            f"{source}: field {where}: {first['msg']} ({exc.error_count()} error(s))"
-        ) from None
+        first = validation_problems(exc, top="(root)")[0]
+        raise BadInput(f"{source}: field {first} ({exc.error_count()} error(s))") from None
 
 
 def load_report(path: Path) -> JobReport:

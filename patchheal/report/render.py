@@ -32,7 +32,7 @@ HTML_TEMPLATE = "report.html.j2"
 
 
 def _default_scrub() -> Scrub:
-    from patchheal.scrub import default_scrubber
+    from patchheal.scrub.scrubber import default_scrubber
 
     # Resolved once per rendering: a report has thousands of small strings, and
     # `scrub()` looks the process environment up again on every call.
@@ -142,7 +142,7 @@ def render_reports(
 ) -> dict[str, Path]:
     """Write out_dir/report.md, report.html and report.json atomically; return their paths.
 
-    `scrub` defaults to `patchheal.scrub.scrub`; pass a job's `Scrubber` method
+    `scrub` defaults to `patchheal.scrub.scrubber.scrub`; pass a job's `Scrubber` method
     to also mask that job's secret environment values.
     """
     scrub = scrub or _default_scrub()

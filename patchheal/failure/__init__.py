@@ -1,0 +1,1 @@
+"""Failure intelligence: scrub -> parse -> normalize -> fingerprint -> classify."""

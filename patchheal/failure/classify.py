@@ -1,0 +1,290 @@
+"""Failure classification: why a step fails, whether patching or retrying can help, and why.
+
+Evidence is looked for first in the failure itself (type, message, excerpt),
+then in the last lines of the log, then in what the harness saw (exit code,
+OOM kill, timeout). Rules are ordered: resource exhaustion, missing modules
+and resolver conflicts, data, credentials and environment, then transient
+infrastructure. A parsed exception with nothing else to say is a code bug.
+
+`retryable` means a patch or a rerun can help: true for code bugs, transient
+infrastructure, missing upstream artifacts and flakes; false for what needs a
+person to change the environment, dependencies, resources or data. Only
+`code_bug` and `unknown` are ever patched (`models.PATCHABLE_CLASSES`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from patchheal.failure.normalize import clean, normalize_message
+from patchheal.failure.runbooks import runbook
+from patchheal.models import Classification, Failure, FailureClass
+from patchheal.scrub.scrubber import scrub
+
+__all__ = ["classify", "flaky", "runbook"]
+
+TAIL_LINES = 200
+MAX_EVIDENCE = 5
+C = FailureClass
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    failure_class: FailureClass
+    retryable: bool
+    pattern: re.Pattern[str]
+    strong: bool  # found anywhere in the log's tail, it outweighs a parsed exception
+
+
+def _rule(
+    name: str, cls: FailureClass, retryable: bool, pattern: str, strong: bool = False
+) -> Rule:
+    return Rule(name, cls, retryable, re.compile(pattern), strong)
+
+
+_DATA_FILE = r"[\w./<>-]*\.(?:csv|tsv|json|jsonl|parquet|xlsx?|xml|ya?ml|db|sqlite3?|pkl|pickle|npy|npz|h5|avro|orc|txt|gz|zip)\b"  # noqa: E501
+RULES: tuple[Rule, ...] = (
+    _rule(
+        "out of memory",
+        C.INFRA_ISSUE,
+        False,
+        r"\bOOMKilled\b|(?i:out of memory)|Cannot allocate memory|\bMemoryError\b|oom-kill"
+        r"|Killed process \d+|exit (?:code|status) 137\b|\bsignal 9\b|SIGKILL|(?:^|\s)Killed\b",
+        strong=True,
+    ),
+    _rule(
+        "no space left on device",
+        C.INFRA_ISSUE,
+        False,
+        r"No space left on device|\bENOSPC\b|Disk quota exceeded",
+        strong=True,
+    ),
+    _rule(
+        "dependency resolver conflict",
+        C.DEPENDENCY_ISSUE,
+        False,
+        r"ResolutionImpossible|conflicting dependencies|Could not find a version that satisfies"
+        r"|No matching distribution found|\bERESOLVE\b|unable to resolve dependency tree"
+        r"|(?i:peer dep\w* conflict)|VersionConflict|version solving failed|DistributionNotFound",
+        strong=True,
+    ),
+    _rule(
+        "missing upstream artifact",
+        C.DATA_ISSUE,
+        True,
+        r"(?i:artifacts?\b[^\n]{0,60}\b(?:not found|missing|does not exist|unavailable))"
+        r"|Unable to download artifact|No artifacts? (?:were )?found",
+    ),
+    _rule(
+        "missing input file",
+        C.DATA_ISSUE,
+        False,
+        r"(?:FileNotFoundError|No such file or directory)[^\n]{0,40}?" + _DATA_FILE,
+    ),
+    _rule(
+        "schema or constraint violation",
+        C.DATA_ISSUE,
+        False,
+        r"IntegrityError|(?:UNIQUE|NOT NULL|FOREIGN KEY|CHECK) constraint failed"
+        r"|violates (?:not-null|unique|foreign key|check) constraint|duplicate key value"
+        r"|SchemaError|(?i:schema (?:mismatch|violation|validation failed))|Failed validating"
+        r"|is not valid under any of the given schemas|Error tokenizing data"
+        r"|Expected \d+ fields in line|invalid input syntax for",
+    ),
+    _rule(
+        "missing credentials or secret",
+        C.ENV_MISMATCH,
+        False,
+        r"\b40[13]\b[^\n]{0,30}(?:Unauthorized|Forbidden)|\b(?:Unauthorized|Forbidden)\b"
+        r"|HTTP Error 40[13]|status(?: code)?[=: ]+40[13]\b|Bad credentials"
+        r"|(?i:invalid (?:api[ _-]?key|token|credentials))|(?i:authentication failed)"
+        r"|NoCredentialsError|Unable to locate credentials|could not read Username"
+        r"|(?i:missing (?:credentials|secret|token|api key))"
+        r"|(?i:(?:environment variable|env var)\b[^\n]{0,60}\b(?:not set|is required|missing))"
+        r"|KeyError: '[A-Z0-9_]*(?:TOKEN|SECRET|KEY|PASSWORD|CREDENTIALS?|AUTH)[A-Z0-9_]*'",
+    ),
+    _rule(
+        "permission denied",
+        C.ENV_MISMATCH,
+        False,
+        r"Permission denied|PermissionError|\bEACCES\b|Operation not permitted|\bEPERM\b"
+        r"|Read-only file system",
+    ),
+    _rule(
+        "runtime or tool missing",
+        C.ENV_MISMATCH,
+        False,
+        r"command not found|: not found$|GLIBC_[\d.]+'? not found|requires a different Python"
+        r"|(?i:unsupported python)|exec format error|(?i:no such option)",
+    ),
+    _rule(
+        "DNS failure",
+        C.INFRA_ISSUE,
+        True,
+        r"Temporary failure in name resolution|Name or service not known|Could not resolve host"
+        r"|nodename nor servname|getaddrinfo (?:ENOTFOUND|EAI_AGAIN)|NameResolutionError"
+        r"|Failed to resolve|no such host|\bEAI_AGAIN\b",
+    ),
+    _rule(
+        "TLS error",
+        C.INFRA_ISSUE,
+        True,
+        r"(?i:certificate verify failed)|\bSSLError\b|\[SSL[:\]]|SSL routines|\bx509: |\btls: "
+        r"|(?i:handshake (?:failure|timed out))|unable to get local issuer certificate",
+    ),
+    _rule(
+        "HTTP 5xx or 429 from a service",
+        C.INFRA_ISSUE,
+        True,
+        r"\b(?:HTTP Error|HTTPError|status(?: code)?|Server Error|responded with|returned)\b"
+        r"[:= ]{0,3}(?:429|5\d\d)\b|\b5\d\d (?:Server Error|Internal Server Error|Bad Gateway"
+        r"|Service Unavailable|Gateway Time-?out)|Too Many Requests"
+        r"|(?i:rate limit(?:ed| exceeded))",
+    ),
+    _rule(
+        "connection failure",
+        C.INFRA_ISSUE,
+        True,
+        r"Connection refused|\bECONNREFUSED\b|Connection reset by peer|\bECONNRESET\b"
+        r"|Network is unreachable|No route to host|Failed to establish a new connection"
+        r"|Max retries exceeded|RemoteDisconnected|Connection aborted",
+    ),
+    _rule(
+        "timeout",
+        C.INFRA_ISSUE,
+        True,
+        r"(?i:read timed out|connect(?:ion)? timed out|operation timed out)|ReadTimeout"
+        r"|ConnectTimeout|\bTimeoutError\b|socket\.timeout|(?i:deadline exceeded)|\bETIMEDOUT\b"
+        r"|: timed out$",
+    ),
+    _rule(
+        "container engine or runner",
+        C.INFRA_ISSUE,
+        True,
+        r"Cannot connect to the Docker daemon|error during connect|toomanyrequests"
+        r"|runner has received a shutdown signal|lost communication with the server",
+        strong=True,
+    ),
+)
+_MISSING_MODULE = re.compile(r"No module named '(?P<py>[\w.]+)'|Cannot find module '(?P<js>[^']+)'")
+_EXIT_CODES: dict[int, tuple[FailureClass, bool, str]] = {
+    137: (C.INFRA_ISSUE, False, "exit code 137: killed by SIGKILL (usually the OOM killer)"),
+    143: (C.INFRA_ISSUE, True, "exit code 143: terminated by SIGTERM (cancelled or preempted)"),
+    127: (C.ENV_MISMATCH, False, "exit code 127: a command was not found"),
+    126: (C.ENV_MISMATCH, False, "exit code 126: a command could not be executed"),
+}
+
+
+def _lines(text: str, rule: Rule) -> list[str]:
+    found = []
+    for line in text.split("\n"):
+        if rule.pattern.search(line):
+            found.append(normalize_message(scrub(line.strip()))[:300])
+            if len(found) >= MAX_EVIDENCE:
+                break
+    return found
+
+
+def _make(cls: FailureClass, retryable: bool, evidence: list[str]) -> Classification:
+    unique = tuple(dict.fromkeys(e for e in evidence if e))[:MAX_EVIDENCE]
+    return Classification(
+        failure_class=cls,
+        retryable=retryable,
+        evidence=unique,
+        next_actions=runbook(cls),
+        pass_rate=None,
+    )
+
+
+def _module_in_project(name: str, failure: Failure, repo_root: str | None) -> bool:
+    if name.startswith((".", "/")):
+        return True  # a relative import or path is the project's own
+    top = re.split(r"[./]", name.lstrip("@"))[0]
+    if repo_root:
+        root = Path(repo_root)
+        return any(
+            (base / top).exists() or (base / f"{top}.py").exists()
+            for base in (root, root / "src", root / "lib")
+        )
+    parts = {p.removesuffix(".py") for f in failure.project_frames for p in f.file.split("/")}
+    parts |= {re.split(r"[/.:]", t)[0] for t in failure.failing_tests}
+    return top in parts
+
+
+def classify(
+    failure: Failure,
+    log: str,
+    *,
+    exit_code: int | None = None,
+    oom_killed: bool = False,
+    timed_out: str | None = None,
+    repo_root: str | None = None,
+) -> Classification:
+    """Classify a failure from its parsed form, the log's tail and what the harness saw."""
+    if oom_killed:
+        return _make(C.INFRA_ISSUE, False, ["the container was OOM-killed"])
+    own = "\n".join((failure.error_type, failure.message, failure.summary))
+    tail = "\n".join(clean(log[-256 * 1024 :]).split("\n")[-TAIL_LINES:])
+    missing = _MISSING_MODULE.search(own) or _MISSING_MODULE.search(tail)
+    if missing:
+        name = missing["py"] or missing["js"]
+        line = normalize_message(scrub(missing.group(0)))
+        if _module_in_project(name, failure, repo_root):
+            return _make(C.CODE_BUG, True, [line, f"'{name}' belongs to the project"])
+        return _make(C.DEPENDENCY_ISSUE, False, [line, f"'{name}' is not part of the project"])
+    # A parsed exception in the project is its own best evidence: then only strong rules
+    # (resources, resolver, runner) may overrule it from elsewhere in the log.
+    code_like = bool(failure.error_type and (failure.failing_tests or failure.project_frames))
+    for text, strong_only in ((own, False), (tail, code_like)):
+        for rule in RULES:
+            if strong_only and not rule.strong:
+                continue
+            evidence = _lines(text, rule)
+            if evidence:
+                return _make(rule.failure_class, rule.retryable, [f"{rule.name}:", *evidence])
+    if exit_code in _EXIT_CODES:
+        cls, retryable, why = _EXIT_CODES[exit_code]
+        return _make(cls, retryable, [why])
+    if timed_out:
+        return _make(C.INFRA_ISSUE, True, [f"the step hit its {timed_out} timeout"])
+    if failure.error_type or failure.failing_tests or failure.project_frames:
+        evidence = [f"{failure.error_type}: {failure.message.split(chr(10))[0]}".strip(": ")]
+        evidence += [f"failing test {t}" for t in failure.failing_tests[:3]]
+        evidence += [
+            f"in-project frame {f.file}:{f.line} in {f.function}".rstrip(" in")
+            for f in failure.project_frames[-2:]
+        ]
+        return _make(C.CODE_BUG, True, evidence)
+    return _make(C.UNKNOWN, True, [failure.message[:300]] if failure.message else [])
+
+
+def flaky(failure: Failure, *, passes: int, runs: int) -> Classification:
+    """A step that passed `passes` of `runs` reruns: flaky (never patched), with its pass rate.
+
+    A step that never passed is not flaky: it is returned as `unknown` with pass rate 0.
+    """
+    if runs <= 0 or not 0 <= passes <= runs:
+        raise ValueError(f"flaky(): need 0 <= passes <= runs and runs > 0, got {passes}/{runs}")
+    rate = round(passes / runs, 4)
+    evidence = (
+        f"passed {passes} of {runs} runs (pass rate {rate:.0%})",
+        f"fingerprint {failure.fingerprint} when it fails",
+    )
+    if passes == 0:
+        return Classification(
+            failure_class=C.UNKNOWN,
+            retryable=True,
+            evidence=evidence,
+            next_actions=runbook(C.UNKNOWN),
+            pass_rate=0.0,
+        )
+    return Classification(
+        failure_class=C.FLAKY,
+        retryable=True,
+        evidence=evidence,
+        next_actions=runbook(C.FLAKY),
+        pass_rate=rate,
+    )

@@ -1,0 +1,1 @@
+"""Gates a candidate passes before it runs: policy (safety, test and runner tampering)."""

@@ -1,0 +1,253 @@
+"""The policy gate: what a candidate may not do, whichever proposer wrote it.
+
+Checked before a candidate runs, from the diff alone: paths outside the
+worktree, protected paths (CI config, lockfiles...), test tampering
+(deleting tests, skipping them, removing or weakening assertions, steering
+test collection), and size. The gate judges the change, not the intent: a
+"fix" that makes a failing test stop failing by editing the test is refused
+unless the job allows test changes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, ConfigDict
+
+from patchheal.config import PolicySpec
+from patchheal.errors import NotADiff
+from patchheal.workspace import diffs
+
+if TYPE_CHECKING:
+    from unidiff.patch import PatchedFile
+
+RULES = ("not_a_diff", "outside_worktree", "protected_path", "test_tampering", "size")
+
+# (pattern, what it does): each match an added line brings beyond the removed ones is refused.
+_SKIPS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(p), why)
+    for p, why in (
+        (r"\bpytest\.mark\.(?:skip|skipif|xfail)\b", "adds a skip/xfail marker"),
+        (r"\bpytest\.(?:skip|xfail|importorskip)\s*\(", "adds a pytest skip/xfail call"),
+        (r"\bunittest\.(?:skip\w*|expectedFailure)\b", "adds a unittest skip"),
+        (r"^\s*@(?:skip\w*|expectedFailure)\b", "adds a skip decorator"),
+        (r"\bskipTest\s*\(|\bSkipTest\b", "adds a skipTest"),
+        (r"\b(?:it|test|describe)\.(?:skip|todo|only)\s*\(", "skips tests (.skip/.todo/.only)"),
+        (r"^\s*(?:xit|xtest|xdescribe)\s*\(", "disables a test (xit/xtest/xdescribe)"),
+        (r"\b__test__\s*=\s*False\b", "turns off test collection (__test__ = False)"),
+        (r"\bcollect_ignore(?:_glob)?\b", "hides tests from collection (collect_ignore)"),
+        (
+            r"\bpytest_(?:collection_modifyitems|ignore_collect|deselected|runtest_\w+|"
+            r"sessionfinish|terminal_summary|report_teststatus)\b",
+            "hooks into how tests run or are reported",
+        ),
+        (r"\bos\._exit\s*\(|\bsys\.exit\s*\(", "forces the test process's exit code"),
+    )
+)
+_CONFIG_FILES = re.compile(
+    r"(?:^|/)(?:pytest\.ini|tox\.ini|setup\.cfg|pyproject\.toml|package\.json|"
+    r"jest\.config\.\w+|vitest\.config\.\w+|\.mocharc\.\w+)$"
+)
+_CONFIG_STEERING = re.compile(
+    r"--deselect|--ignore\b|--ignore-glob|(?:^|[\s\"'=])-k\s|\bnorecursedirs\b|\btestpaths\b|"
+    r"\bpython_(?:files|classes|functions)\b|\bcollect_ignore|[Tt]estPathIgnorePatterns|\baddopts\b"
+)
+_TEST_DEF = re.compile(
+    r"^\s*(?:async\s+)?def\s+(test\w*)\s*\(|^\s*class\s+(Test\w*)\b|"
+    r"^\s*(?:it|test|describe)\s*\(\s*(['\"`])(.+?)\3"
+)
+_ASSERT_START = re.compile(
+    r"^\s*(?:assert\b|self\.(?:assert|fail)\w*\s*\(|(?:await\s+)?expect\s*\(|"
+    r"assert(?:\.\w+)?\s*\(|(?:with\s+)?pytest\.(?:raises|warns|fail)\b|with\s+self\.assert\w+|"
+    r"(?:np|numpy)\.testing\.assert\w*|assert_\w+\s*\()"
+)
+_STRINGS = re.compile(r"'(?:\\.|[^'\\])*'|\"(?:\\.|[^\"\\])*\"")
+_WEAK = re.compile(r"^assert (?:True|1|not False)$|\bor (?:True|1)\b")
+
+
+class PolicyDecision(BaseModel):
+    """The gate's answer; `rule` is the first rule broken, `reasons` say what and where."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    allowed: bool
+    rule: str = ""
+    reasons: tuple[str, ...] = ()
+
+
+@lru_cache(maxsize=256)
+def _glob_regex(pattern: str) -> re.Pattern[str]:
+    """A gitignore-style glob: `**` spans directories, `*` and `?` stay in one segment,
+    a pattern without `/` matches a file or directory name at any depth."""
+    pattern = pattern.strip().removeprefix("./")
+    anchored = "/" in pattern.rstrip("/")
+    pattern = pattern.lstrip("/")
+    if pattern.endswith("/"):
+        pattern += "**"
+    out, i = [], 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif pattern[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif pattern[i] == "?":
+            out.append("[^/]")
+            i += 1
+        elif pattern[i] == "[" and "]" in pattern[i + 2 :]:
+            end = pattern.index("]", i + 2)
+            out.append("[" + pattern[i + 1 : end].replace("!", "^", 1) + "]")
+            i = end + 1
+        else:
+            out.append(re.escape(pattern[i]))
+            i += 1
+    body = "".join(out)
+    # Unanchored: the name may sit at any depth, and a matched directory covers its files.
+    prefix = "" if anchored else "(?:.*/)?"
+    return re.compile(f"^{prefix}{body}(?:/.*)?$")
+
+
+def path_matches(path: str, patterns: Iterable[str]) -> str | None:
+    """The first pattern that matches the repo-relative `path`, or None."""
+    return next((p for p in patterns if p.strip() and _glob_regex(p).match(path)), None)
+
+
+def check_candidate(diff: str, policy: PolicySpec) -> PolicyDecision:
+    """Judge a candidate diff against the job's policy, before it is applied or run."""
+    try:
+        patchset = diffs.parse(diff)
+    except NotADiff as exc:
+        return PolicyDecision(allowed=False, rule="not_a_diff", reasons=(str(exc),))
+    found: dict[str, list[str]] = {rule: [] for rule in RULES}
+    for path, why in diffs.unsafe_paths(diff):
+        found["outside_worktree"].append(f"{path} {why}; patches stay inside the worktree")
+    protected = (*policy.protected_paths, *policy.extra_protected_paths)
+    for path in diffs.touched_files(diff):
+        pattern = path_matches(path, protected)
+        if pattern:
+            found["protected_path"].append(
+                f"{path} is a protected path (matches {pattern!r}); candidates may not change it"
+            )
+    if not policy.allow_test_changes:
+        for patched in patchset:
+            found["test_tampering"].extend(_tampering(patched, policy.test_paths))
+    lines, files = diffs.changed_lines(diff), len(diffs.touched_files(diff))
+    if lines > policy.max_changed_lines:
+        found["size"].append(
+            f"the patch changes {lines} lines, more than the limit of {policy.max_changed_lines}"
+        )
+    if files > policy.max_files:
+        found["size"].append(
+            f"the patch touches {files} files, more than the limit of {policy.max_files}"
+        )
+    broken = [rule for rule in RULES if found[rule]]
+    if not broken:
+        return PolicyDecision(allowed=True)
+    return PolicyDecision(
+        allowed=False,
+        rule=broken[0],
+        reasons=tuple(reason for rule in broken for reason in found[rule]),
+    )
+
+
+def _tampering(patched: PatchedFile, test_paths: Sequence[str]) -> list[str]:
+    paths = diffs.file_paths(patched)
+    name = paths[-1] if paths else "?"
+    removed = [line.value.rstrip("\n") for hunk in patched for line in hunk if line.is_removed]
+    added = [line.value.rstrip("\n") for hunk in patched for line in hunk if line.is_added]
+    reasons: list[str] = []
+    if any(_CONFIG_FILES.search(p) for p in paths):
+        for text in _new_matches(added, removed, _CONFIG_STEERING):
+            reasons.append(f"{name}: changes which tests run (`{text.strip()}`)")
+    if not any(path_matches(p, test_paths) for p in paths):
+        return reasons
+    status = diffs.file_status(patched)
+    if status == "deleted":
+        return [*reasons, f"deletes the test file {name}"]
+    if status == "renamed":
+        reasons.append(f"renames the test file {paths[0]} to {name}")
+    gone = Counter(_test_names(removed)) - Counter(_test_names(added))
+    reasons.extend(f"{name}: deletes the test {test!r}" for test in sorted(gone))
+    for pattern, why in _SKIPS:
+        for text in _new_matches(added, removed, pattern):
+            reasons.append(f"{name}: {why} (`{text.strip()}`)")
+    reasons.extend(f"{name}: {why}" for why in _assertion_changes(patched))
+    return reasons
+
+
+def _new_matches(added: list[str], removed: list[str], pattern: re.Pattern[str]) -> list[str]:
+    """Added lines matching `pattern`, beyond as many as the removed lines had (moves are fine)."""
+    hits = [line for line in added if pattern.search(line)]
+    already = sum(1 for line in removed if pattern.search(line))
+    return hits[already:]
+
+
+def _test_names(lines: Iterable[str]) -> Iterable[str]:
+    for line in lines:
+        match = _TEST_DEF.match(line)
+        if match:
+            yield match.group(1) or match.group(2) or match.group(4)
+
+
+def _statements(lines: list[str], shown: dict[str, str]) -> list[str]:
+    """Assertion statements among a hunk's lines, continuation lines joined, canonicalized;
+    `shown` maps each canonical form to the text as written, for messages."""
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        if not _ASSERT_START.match(lines[i]):
+            i += 1
+            continue
+        statement, depth = [lines[i]], _depth(lines[i])
+        i += 1
+        while (
+            i < len(lines)
+            and len(statement) < 30
+            and (depth > 0 or statement[-1].rstrip().endswith("\\"))
+        ):
+            statement.append(lines[i])
+            depth += _depth(lines[i])
+            i += 1
+        key = diffs.canonical_line(" ".join(statement))
+        shown.setdefault(key, " ".join(" ".join(statement).split()))
+        out.append(key)
+    return out
+
+
+def _depth(line: str) -> int:
+    code = _STRINGS.sub("''", line.split(" #", 1)[0])
+    return sum(code.count(c) for c in "([{") - sum(code.count(c) for c in ")]}")
+
+
+def _assertion_changes(patched: PatchedFile) -> list[str]:
+    """Assertions that are gone or changed: each hunk's old assertion statements (context +
+    removed lines) that its new side (context + added lines) no longer has."""
+    reasons: list[str] = []
+    for hunk in patched:
+        shown: dict[str, str] = {}
+        old = _statements([ln.value.rstrip("\n") for ln in hunk if ln.line_type in " -"], shown)
+        new = _statements([ln.value.rstrip("\n") for ln in hunk if ln.line_type in " +"], shown)
+        lost = list((Counter(old) - Counter(new)).elements())
+        gained = list((Counter(new) - Counter(old)).elements())
+        for index, statement in enumerate(lost):
+            if index < len(gained):
+                verb = "weakens" if _weakens(statement, gained[index]) else "changes"
+                reasons.append(
+                    f"{verb} the assertion `{shown[statement]}` into `{shown[gained[index]]}`"
+                )
+            else:
+                reasons.append(f"removes the assertion `{shown[statement]}`")
+    return reasons
+
+
+def _weakens(old: str, new: str) -> bool:
+    """`assert x == 3` → `assert True`, `assert x`, `... or True`, assertEqual → assertTrue."""
+    return bool(_WEAK.search(new)) or old.startswith(new) or ("True" in new and "True" not in old)

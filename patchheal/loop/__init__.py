@@ -1,0 +1,1 @@
+"""The controller: a job's steps, each step's attempts, budgets, resets and stops."""

@@ -1,0 +1,110 @@
+"""Memory at work inside one step: screen, reuse first, and wait for patches in flight.
+
+* A proposer with a fixed list (`StaticProposer`) is screened before anything
+  runs: candidates already tried for this fingerprint are recorded as
+  `rejected_repeat` and never proposed.
+* Fixes that verified for this fingerprint (in any job, any run, any worker)
+  are tried before a proposer is asked, and again before every later
+  proposal, so a fix another worker verifies meanwhile is picked up.
+* A candidate rejected because another run holds its claim and is still
+  verifying it is kept: before the step gives up, it waits (bounded) for that
+  verification; a fix is then reused, and a released claim is tried again.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from patchheal.errors import NotADiff
+from patchheal.loop.attempt import StepState
+from patchheal.memory.store import AttemptStore
+from patchheal.models import AttemptRecord, Candidate, Outcome
+from patchheal.proposers.base import Proposer, StaticProposer
+from patchheal.workspace import diffs
+
+Attempt = Callable[[Candidate, StepState, bool], AttemptRecord]
+IN_FLIGHT_POLL_SECONDS = 1.0
+
+
+@dataclass
+class StepMemory:
+    """What memory does for one step; `attempt` runs a candidate through the gates."""
+
+    store: AttemptStore
+    attempt: Attempt
+    say: Callable[[str], None]
+    sleep: Callable[[float], None] = time.sleep
+    reused: set[str] = field(default_factory=set)
+    in_flight: dict[str, Candidate] = field(default_factory=dict)
+
+    def screen(self, proposers: Sequence[Proposer], step: StepState) -> None:
+        fp = step.failure.fingerprint
+        known = {a.normalized_diff_hash for a in self.store.verified_fixes(fp, limit=50)}
+        for proposer in proposers:
+            if not isinstance(proposer, StaticProposer):
+                continue
+            dropped: set[str] = set()
+            for candidate in proposer.peek_all():
+                try:
+                    normalized = diffs.normalized_hash(candidate.diff)
+                except NotADiff:
+                    continue
+                if normalized in known or self.store.prior_claim(fp, normalized) is None:
+                    continue
+                self.attempt(candidate, step, False)  # the claim check rejects it, unrun
+                dropped.add(candidate.label)
+            proposer.drop(dropped)
+
+    def reuse(self, step: StepState) -> AttemptRecord | None:
+        """Try each verified fix for this fingerprint not tried in this step yet."""
+        for known in self.store.verified_fixes(step.failure.fingerprint, limit=3):
+            if known.normalized_diff_hash in self.reused:
+                continue
+            self.reused.add(known.normalized_diff_hash)
+            self.say(
+                f"memory: trying the fix that verified for this fingerprint before "
+                f"(job {known.job_id}, attempt {known.attempt_number}) first"
+            )
+            candidate = Candidate(
+                diff=known.diff,
+                strategy=known.strategy,
+                rationale=f"reused: {known.rationale}".strip(),
+                proposer="memory",
+                label=known.label or "known fix",
+            )
+            record = self.attempt(candidate, step, True)
+            if record.outcome is Outcome.FIXED:
+                return record
+        return None
+
+    def note(self, record: AttemptRecord, candidate: Candidate) -> None:
+        """Remember a candidate whose claim another run holds and has not judged yet."""
+        if record.outcome is not Outcome.REJECTED_REPEAT or not record.normalized_diff_hash:
+            return
+        if self.store.prior_claim(record.fingerprint, record.normalized_diff_hash) is None:
+            self.in_flight[record.normalized_diff_hash] = candidate
+
+    def wait_in_flight(self, step: StepState, timeout: float) -> list[Candidate]:
+        """Wait until other runs judge the claims we were refused; return those released."""
+        if not self.in_flight:
+            return []
+        self.say(
+            f"waiting up to {timeout:g} s for {len(self.in_flight)} patch(es) another "
+            "run is verifying for this fingerprint"
+        )
+        fp = step.failure.fingerprint
+        deadline = time.monotonic() + timeout
+        released: list[Candidate] = []
+        while self.in_flight and time.monotonic() < deadline:
+            for normalized, candidate in list(self.in_flight.items()):
+                if self.store.prior_claim(fp, normalized) is not None:
+                    del self.in_flight[normalized]  # judged: a fix is reused next
+                elif not self.store.is_claimed(fp, normalized):
+                    # Released after a transient outcome: we may try it ourselves.
+                    del self.in_flight[normalized]
+                    released.append(candidate)
+            if self.in_flight:
+                self.sleep(IN_FLIGHT_POLL_SECONDS)
+        return released

@@ -1,0 +1,128 @@
+"""The reproduction gate: before any patch, the failing step runs on its starting point.
+
+A step that passes there is not patched: it is `flaky` when some reruns fail,
+else `env_mismatch` (the CI environment differs from the harness). A step that
+fails with another fingerprint than the job's CI log is `env_mismatch` too,
+reported with both fingerprints.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from patchheal.config import BudgetSpec, StepSpec
+from patchheal.failure.analysis import analyze, analyze_file
+from patchheal.failure.classify import classify, flaky
+from patchheal.harness.base import Harness
+from patchheal.models import (
+    PATCHABLE_CLASSES,
+    Classification,
+    CommandResult,
+    Failure,
+    FailureClass,
+    Verdict,
+)
+from patchheal.verdict.judge import judge
+
+# A step that passes on reproduction is rerun this many times to tell a
+# flake from an environment mismatch, unless the budget asks for more.
+MIN_RERUNS_WHEN_PASSING = 2
+
+
+@dataclass(frozen=True)
+class Reproduction:
+    """The outcome of the reproduction gate for one step."""
+
+    result: CommandResult
+    verdict: Verdict
+    failure: Failure | None
+    classification: Classification | None
+    ci_fingerprint: str | None
+    regression_baseline: Verdict | None
+
+
+def _run(harness: Harness, command: str, tree: Path, budget: BudgetSpec) -> CommandResult:
+    return harness.run(
+        command, tree, timeout=budget.step_timeout_seconds, idle_timeout=budget.idle_timeout_seconds
+    )
+
+
+def reproduce(
+    harness: Harness, step: StepSpec, tree: Path, budget: BudgetSpec, *, regression: str | None
+) -> Reproduction:
+    """Run the step (and the regression steps) on the untouched starting point."""
+    harness.prepare(tree)
+    result = _run(harness, step.command, tree, budget)
+    verdict = judge(result)
+    ci_failure = (
+        analyze_file(step.log, junit_path=step.junit)
+        if step.log is not None and step.log.is_file()
+        else None
+    )
+    ci_fingerprint = ci_failure.fingerprint if ci_failure is not None else None
+    if verdict.passed:
+        reruns = max(budget.flaky_reruns, MIN_RERUNS_WHEN_PASSING)
+        failures = sum(
+            0 if _run(harness, step.command, tree, budget).passed else 1 for _ in range(reruns)
+        )
+        runs = reruns + 1
+        basis = ci_failure or analyze(result.output, repo_root=str(tree), command=step.command)
+        if failures:
+            classification = flaky(basis, passes=runs - failures, runs=runs)
+        else:
+            classification = Classification(
+                failure_class=FailureClass.ENV_MISMATCH,
+                retryable=False,
+                evidence=(
+                    f"the step passed {runs} of {runs} runs in the harness",
+                    *(
+                        [f"the CI log fails with fingerprint {ci_fingerprint}"]
+                        if ci_fingerprint
+                        else []
+                    ),
+                ),
+                next_actions=(
+                    "Compare the CI runner's environment (versions, variables, services) "
+                    "with the harness: the step passes here.",
+                ),
+                pass_rate=1.0,
+            )
+        return Reproduction(result, verdict, ci_failure, classification, ci_fingerprint, None)
+    failure = analyze(result.output, repo_root=str(tree), command=step.command)
+    classification = classify(
+        failure,
+        result.output,
+        exit_code=result.exit_code,
+        oom_killed=result.oom_killed,
+        timed_out=result.timed_out,
+        repo_root=str(tree),
+    )
+    if ci_fingerprint is not None and ci_fingerprint != failure.fingerprint:
+        classification = Classification(
+            failure_class=FailureClass.ENV_MISMATCH,
+            retryable=False,
+            evidence=(
+                f"CI log fingerprint {ci_fingerprint}",
+                f"harness fingerprint {failure.fingerprint}",
+                *classification.evidence,
+            ),
+            next_actions=(
+                "The step fails differently in the harness than in CI: align the harness "
+                "(image, setup, environment) with the CI runner, then heal again.",
+            ),
+        )
+    elif budget.flaky_reruns and classification.failure_class in PATCHABLE_CLASSES:
+        passes = sum(
+            1
+            for _ in range(budget.flaky_reruns)
+            if _run(harness, step.command, tree, budget).passed
+        )
+        if passes:
+            classification = flaky(failure, passes=passes, runs=budget.flaky_reruns + 1)
+    regression_baseline = None
+    if regression is not None:
+        regression_baseline = judge(_run(harness, regression, tree, budget))
+    return Reproduction(
+        result, verdict, failure, classification, ci_fingerprint, regression_baseline
+    )

@@ -1,0 +1,1 @@
+"""The one secret scrubber every write path uses, and its rule table."""

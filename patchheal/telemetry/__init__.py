@@ -1,0 +1,1 @@
+"""The append-only event log and StatsD metrics."""

@@ -1,0 +1,1 @@
+"""The verdict: whether a captured run passed, cross-checked against its baseline."""

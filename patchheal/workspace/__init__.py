@@ -1,0 +1,1 @@
+"""The job's private repository, worktrees, patch application and diffs."""
