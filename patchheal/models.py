@@ -75,6 +75,7 @@ class StepEnd(StrEnum):
     HARD_RESET = "hard_reset"
     FROM_STEP = "from_step"
 
+
 # Operator commands (`patchheal control JOB COMMAND [N]`), in the order help lists them.
 CONTROL_COMMANDS = (
     "pause",

@@ -242,4 +242,3 @@ def pid_alive(pid: int, started: int | None = None) -> bool:
     if state in ("Z", "X"):
         return False
     return started is None or start == started
-
