@@ -223,37 +223,50 @@ class AttemptRunner:
             if not self.harness_prepared:
                 self.harness.prepare(self.verify_tree)
                 self.harness_prepared = True
-            result = self.harness.run(
-                step.spec.command,
-                self.verify_tree,
-                timeout=budget.step_timeout_seconds,
-                idle_timeout=budget.idle_timeout_seconds,
-            )
         except HarnessError as exc:
             return Outcome.HARNESS_ERROR, f"harness error: {exc}", ""
-        log = f"$ {step.spec.command}\n(patch applied with {method})\n{result.output}"
-        if result.timed_out is not None:
-            limit = (
-                budget.idle_timeout_seconds
-                if result.timed_out == "idle"
-                else budget.step_timeout_seconds
+        log = f"(patch applied with {method})\n"
+        runs = budget.verify_runs
+        verdict: Verdict | None = None
+        # Every run must pass: one green run of a flaky test proves nothing.
+        for run in range(1, runs + 1):
+            try:
+                result = self.harness.run(
+                    step.spec.command,
+                    self.verify_tree,
+                    timeout=budget.step_timeout_seconds,
+                    idle_timeout=budget.idle_timeout_seconds,
+                    results=step.spec.results,
+                )
+            except HarnessError as exc:
+                return Outcome.HARNESS_ERROR, f"harness error: {exc}", log
+            log += f"$ {step.spec.command}  (verification run {run} of {runs})\n{result.output}"
+            if result.timed_out is not None:
+                limit = (
+                    budget.idle_timeout_seconds
+                    if result.timed_out == "idle"
+                    else budget.step_timeout_seconds
+                )
+                return Outcome.TIMEOUT, f"{result.timed_out} timeout after {limit:g} s", log
+            verdict = judge(
+                result, baseline=step.baseline, expected_tests=step.failure.failing_tests
             )
-            return Outcome.TIMEOUT, f"{result.timed_out} timeout after {limit:g} s", log
-        verdict = judge(result, baseline=step.baseline, expected_tests=step.failure.failing_tests)
-        if not verdict.passed:
-            after = analyze(
-                result.output, repo_root=str(self.verify_tree), command=step.spec.command
-            ).fingerprint
-            change = (
-                "failure unchanged"
-                if after == step.failure.fingerprint
-                else f"failure changed to {after}"
-            )
-            return (
-                Outcome.NO_EFFECT,
-                f"the failing step still fails ({change}): {verdict.reason}",
-                log,
-            )
+            if not verdict.passed:
+                after = analyze(
+                    result.output, repo_root=str(self.verify_tree), command=step.spec.command
+                ).fingerprint
+                change = (
+                    "failure unchanged"
+                    if after == step.failure.fingerprint
+                    else f"failure changed to {after}"
+                )
+                which = f" in verification run {run} of {runs}" if runs > 1 else ""
+                return (
+                    Outcome.NO_EFFECT,
+                    f"the failing step still fails{which} ({change}): {verdict.reason}",
+                    log,
+                )
+        assert verdict is not None  # verify_runs >= 1
         regression = self.job.regression.command
         if regression is None:
             return Outcome.FIXED, f"the failing step passes: {verdict.reason}", log
