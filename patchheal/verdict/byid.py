@@ -49,6 +49,11 @@ def why_not_passing(results: TestResults | None, baseline: TestResults | None) -
                 "baseline run (the session was cut short or a collector was bypassed)"
             )
         return None
+    silent = sorted(set(baseline.runners) - set(results.runners)) if baseline else []
+    if silent:
+        # Another channel's results (a JUnit file dropped into the directory) do
+        # not stand in for the collector of the runner the baseline ran.
+        return f"the {', '.join(silent)} collector reported nothing, unlike in the baseline run"
     if results.rejected:
         return f"results files not written by a collector were found: {_listed(results.rejected)}"
     if results.tampered:
