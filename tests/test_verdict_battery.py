@@ -35,6 +35,11 @@ def test_case_is_judged_as_it_must_be(case: Case, tmp_path: Path) -> None:
     """A spoof never ends fixed; a real fix of the same project still does."""
     judged = evaluate(case, tmp_path)
     assert judged.fixed is case.legit, f"{case.tries}: {judged.reason}"
+    if case.project != "flaky" or case.budget:
+        # Proof the results channel is what reported, for every runner family.
+        family = case.project.split("-")[0]
+        expected = {"generic": "junit", "flaky": "pytest"}.get(family, family)
+        assert expected in judged.baseline_runners
 
 
 DOCKER_CASES = [
@@ -67,3 +72,4 @@ def test_docker_harness_collects_results_too(
     finally:
         harness.close()
     assert judged.fixed is case.legit, f"{case.tries}: {judged.reason}"
+    assert judged.baseline_runners == (case.project.split("-")[0],)

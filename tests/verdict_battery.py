@@ -584,6 +584,8 @@ class Judged:
     case: Case
     fixed: bool
     reason: str
+    baseline_runners: tuple[str, ...] = ()
+    """The collectors that reported in the reproduction run (proof the channel works)."""
 
 
 def _git(repo: Path, *args: str) -> None:
@@ -646,4 +648,5 @@ def evaluate(case: Case, root: Path, harness: Harness | None = None, *, python: 
         regression=regression,
         regression_baseline=gate.regression_baseline,
     )
-    return Judged(case, outcome is Outcome.FIXED, reason)
+    runners = gate.verdict.tests.runners if gate.verdict.tests else ()
+    return Judged(case, outcome is Outcome.FIXED, reason, runners)

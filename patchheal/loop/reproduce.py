@@ -59,6 +59,35 @@ def _passes(harness: Harness, step: StepSpec, tree: Path, budget: BudgetSpec) ->
     return judge(_run(harness, step.command, tree, budget, step.results)).passed
 
 
+def _when_passing(
+    harness: Harness,
+    step: StepSpec,
+    tree: Path,
+    budget: BudgetSpec,
+    basis: Failure,
+    ci_fingerprint: str | None,
+) -> Classification:
+    """A step that passed on reproduction: flaky if a rerun fails, else an env mismatch."""
+    reruns = max(budget.flaky_reruns, MIN_RERUNS_WHEN_PASSING)
+    failures = sum(0 if _passes(harness, step, tree, budget) else 1 for _ in range(reruns))
+    runs = reruns + 1
+    if failures:
+        return flaky(basis, passes=runs - failures, runs=runs)
+    return Classification(
+        failure_class=FailureClass.ENV_MISMATCH,
+        retryable=False,
+        evidence=(
+            f"the step passed {runs} of {runs} runs in the harness",
+            *([f"the CI log fails with fingerprint {ci_fingerprint}"] if ci_fingerprint else []),
+        ),
+        next_actions=(
+            "Compare the CI runner's environment (versions, variables, services) "
+            "with the harness: the step passes here.",
+        ),
+        pass_rate=1.0,
+    )
+
+
 def reproduce(
     harness: Harness, step: StepSpec, tree: Path, budget: BudgetSpec, *, regression: str | None
 ) -> Reproduction:
@@ -73,30 +102,8 @@ def reproduce(
     )
     ci_fingerprint = ci_failure.fingerprint if ci_failure is not None else None
     if verdict.passed:
-        reruns = max(budget.flaky_reruns, MIN_RERUNS_WHEN_PASSING)
-        failures = sum(0 if _passes(harness, step, tree, budget) else 1 for _ in range(reruns))
-        runs = reruns + 1
         basis = ci_failure or analyze(result.output, repo_root=str(tree), command=step.command)
-        if failures:
-            classification = flaky(basis, passes=runs - failures, runs=runs)
-        else:
-            classification = Classification(
-                failure_class=FailureClass.ENV_MISMATCH,
-                retryable=False,
-                evidence=(
-                    f"the step passed {runs} of {runs} runs in the harness",
-                    *(
-                        [f"the CI log fails with fingerprint {ci_fingerprint}"]
-                        if ci_fingerprint
-                        else []
-                    ),
-                ),
-                next_actions=(
-                    "Compare the CI runner's environment (versions, variables, services) "
-                    "with the harness: the step passes here.",
-                ),
-                pass_rate=1.0,
-            )
+        classification = _when_passing(harness, step, tree, budget, basis, ci_fingerprint)
         return Reproduction(result, verdict, ci_failure, classification, ci_fingerprint, None)
     failure = analyze(result.output, repo_root=str(tree), command=step.command)
     classification = classify(

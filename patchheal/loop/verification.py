@@ -78,26 +78,37 @@ def verify(
     assert passed is not None  # verify_runs >= 1
     if regression is None:
         return Outcome.FIXED, f"the failing step passes: {passed.reason}", log
-    try:
-        reg_result = _run(harness, regression, tree, budget, None)
-    except HarnessError as exc:  # as transient as in the failing step: never a job error
-        return Outcome.HARNESS_ERROR, f"harness error in the regression steps: {exc}", log
-    log += f"\n$ {regression}\n{reg_result.output}"
-    if reg_result.timed_out is not None:
-        return Outcome.TIMEOUT, f"regression steps: {reg_result.timed_out} timeout", log
-    reg_verdict = judge(reg_result, baseline=regression_baseline)
-    if regression_baseline is not None:
-        got_worse, why = worse(regression_baseline, reg_verdict)
-    else:
-        got_worse, why = (not reg_verdict.passed, reg_verdict.reason)
-    if got_worse:
-        return (
-            Outcome.REGRESSION,
-            f"the failing step passes but the regression steps got worse: {why}",
-            log,
-        )
+    bad, why, reg_log = _regression(harness, regression, tree, budget, regression_baseline)
+    log += reg_log
+    if bad is Outcome.REGRESSION:
+        return bad, f"the failing step passes but the regression steps got worse: {why}", log
+    if bad is not None:
+        return bad, why, log
     return (
         Outcome.FIXED,
         f"the failing step passes and the regression steps did not get worse: {passed.reason}",
         log,
     )
+
+
+def _regression(
+    harness: Harness,
+    command: str,
+    tree: Path,
+    budget: BudgetSpec,
+    baseline: Verdict | None,
+) -> tuple[Outcome | None, str, str]:
+    """What went wrong in the regression steps (None: they did not get worse), why, their log."""
+    try:
+        result = _run(harness, command, tree, budget, None)
+    except HarnessError as exc:  # as transient as in the failing step: never a job error
+        return Outcome.HARNESS_ERROR, f"harness error in the regression steps: {exc}", ""
+    log = f"\n$ {command}\n{result.output}"
+    if result.timed_out is not None:
+        return Outcome.TIMEOUT, f"regression steps: {result.timed_out} timeout", log
+    verdict = judge(result, baseline=baseline)
+    if baseline is not None:
+        got_worse, why = worse(baseline, verdict)
+    else:
+        got_worse, why = not verdict.passed, verdict.reason
+    return (Outcome.REGRESSION if got_worse else None), why, log
