@@ -137,6 +137,7 @@ def step_container_kwargs(
     labels: Mapping[str, str],
     host_mounts: Sequence[str] = (),
     network: str | None = None,
+    extra_mounts: Sequence[tuple[str, str, bool]] = (),
 ) -> dict[str, Any]:
     """Arguments for `containers.create` of a step container."""
     from docker.types import Mount
@@ -147,6 +148,7 @@ def step_container_kwargs(
     mounts += [Mount(target=p, source=p, type="bind", read_only=True) for p in host_mounts]
     git_dirs = git_metadata_dirs(worktree)
     mounts += [Mount(target=p, source=p, type="bind", read_only=True) for p in git_dirs]
+    mounts += [Mount(target=t, source=s, type="bind", read_only=r) for s, t, r in extra_mounts]
     environment = {**(GIT_SAFE_ENV if git_dirs else {}), **env}
     return {
         "image": image,
