@@ -15,6 +15,7 @@ from patchheal.config import JobSpec, StepSpec
 from patchheal.errors import HarnessError, NotADiff, PatchApplyError
 from patchheal.failure.analysis import analyze
 from patchheal.gates.policy import check_candidate
+from patchheal.gates.secrets import credentials_in
 from patchheal.harness.base import Harness
 from patchheal.memory.store import AttemptStore
 from patchheal.models import AttemptRecord, Candidate, Failure, Outcome, Verdict
@@ -185,13 +186,9 @@ class AttemptRunner:
                 "",
                 hashes,
             )
-        if self.scrubber.scrub(diff) != diff:
-            return (
-                Outcome.REJECTED_POLICY,
-                "secret: the patch contains what looks like a credential",
-                "",
-                hashes,
-            )
+        credentials = credentials_in(diff, self.scrubber)
+        if credentials:
+            return Outcome.REJECTED_POLICY, f"secret: {'; '.join(credentials)}", "", hashes
         fingerprint = step.failure.fingerprint
         if not reuse and not self.store.claim(fingerprint, hashes[1], job_id=self.job.job.id):
             prior = self.store.prior_claim(fingerprint, hashes[1])
