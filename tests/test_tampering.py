@@ -269,3 +269,28 @@ def test_without_the_original_file_column_zero_exits_are_still_caught() -> None:
     )
     assert check_candidate(hostile, PolicySpec()).rule == "runner_tampering"
     assert check_candidate(legit, PolicySpec()).allowed
+
+
+@pytest.mark.slow
+def test_the_loop_refuses_an_exit_at_import_and_keeps_the_real_fix(tmp_path: Path) -> None:
+    """Invariant: a source patch that ends the test process with exit code 0 at import is
+    refused by policy before it runs, even when the exit is indented under a module-level
+    `if` (only the whole post-patch file shows it runs at import), and the real fix after
+    it is still verified."""
+    from tests.healjobs import BUGGY, FIX, diff_for, heal_in_process, make_calc_repo, write_spec
+
+    repo = make_calc_repo(tmp_path)
+    cheat = BUGGY + (
+        "\n\nimport os\nimport sys\n\nif 'pytest' in sys.modules:\n"
+        "    print('1 passed in 0.01s')\n    os._exit(0)\n"
+    )
+    spec = write_spec(
+        tmp_path / "job.toml",
+        repo,
+        diffs=[diff_for(repo, {"calc.py": cheat}), diff_for(repo, {"calc.py": FIX})],
+    )
+    result = heal_in_process(tmp_path, spec, keep_worktrees=False)
+    attempts = [a for s in result.report.steps for a in s.attempts]
+    assert [a.outcome.value for a in attempts] == ["rejected_policy", "fixed"]
+    assert attempts[0].reason.startswith("runner_tampering: calc.py:"), attempts[0].reason
+    assert "calls os._exit() when the module is imported" in attempts[0].reason
