@@ -26,7 +26,9 @@ from pathlib import Path
 
 from patchheal import proc
 from patchheal.gates.secrets import credentials_in
+from patchheal.gates.tampering import runner_tampering
 from patchheal.scrub.scrubber import Scrubber
+from patchheal.workspace import diffs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from test_scrub import _secret_of, seeded
@@ -134,8 +136,15 @@ def main() -> int:
     for name, old, new in PAIRS:
         base = pair_dir(args.cache, name, old, new)
         hunks = hunks_between(base)
-        refused = redacted = 0
+        refused = redacted = tampering = 0
         for hunk in hunks:
+            # Runner-tampering rules on the same real hunks (without the pre-patch file: the
+            # gate's fallback; new files are judged on their whole syntax tree).
+            for patched in diffs.parse(hunk):
+                found = runner_tampering(patched, None)
+                if found:
+                    tampering += 1
+                    false_positives.append((f"{name} {old}->{new}", "tampering: " + found[0], hunk))
             reasons = credentials_in(hunk, scrubber)
             if reasons:
                 refused += 1
@@ -150,7 +159,7 @@ def main() -> int:
                 redacted += len(changed)
                 for line in changed:
                     false_positives.append((f"{name} {old}->{new}", "redacted: " + line, hunk))
-        rows.append((f"{name} {old}→{new}", len(hunks), refused, redacted))
+        rows.append((f"{name} {old}→{new}", len(hunks), refused, redacted, tampering))
     seconds = time.perf_counter() - started
 
     cases = seeded()
@@ -167,12 +176,14 @@ def main() -> int:
         else:
             missed.append(f"{fmt} (gate {gate}, scrubber {masked})")
 
-    print("| package | hunks | patches refused | lines redacted |")
-    print("| --- | ---: | ---: | ---: |")
+    print(
+        "| package | hunks | patches refused (secret) | lines redacted | runner-tampering flags |"
+    )
+    print("| --- | ---: | ---: | ---: | ---: |")
     for row in rows:
-        print(f"| {row[0]} | {row[1]} | {row[2]} | {row[3]} |")
-    total = [sum(r[i] for r in rows) for i in (1, 2, 3)]
-    print(f"| **all {len(rows)} packages** | {total[0]} | {total[1]} | {total[2]} |")
+        print(f"| {row[0]} | {row[1]} | {row[2]} | {row[3]} | {row[4]} |")
+    total = [sum(r[i] for r in rows) for i in (1, 2, 3, 4)]
+    print(f"| **all {len(rows)} packages** | {total[0]} | {total[1]} | {total[2]} | {total[3]} |")
     print()
     print(f"seeded secrets caught (gate refuses and scrubber masks): {caught} of {len(cases)}")
     for miss in missed:
