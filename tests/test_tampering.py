@@ -238,6 +238,17 @@ LEGITIMATE: dict[str, dict[str, str]] = {
         "tests/conftest.py": "import pytest\n\n\ndef pytest_configure(config):\n"
         "    config.addinivalue_line('markers', 'slow: slow tests')\n"
     },
+    "ordinary attributes named errors, failures, exitstatus": {
+        "app/collector.py": "class Collector:\n    def __init__(self):\n        self.errors = []\n"
+        "        self.failures = 0\n        self.exitstatus = None\n"
+    },
+    "a non-pytest Item with a run method": {
+        "app/menu.py": "from app.base import Item\n\n\nclass MenuItem(Item):\n"
+        "    def run(self):\n        return self.action()\n"
+    },
+    "Makefile install of @latest that may fail": {
+        "Makefile": MAKEFILE.replace("pip install -e .", "npm i -g tool@latest || true")
+    },
     "an upstream-style bug fix": _src(
         "return sum(xs)", "return sum(x for x in xs if x is not None)"
     ),

@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 
 _EXITS = frozenset({"sys.exit", "os._exit", "exit", "quit", "os.abort", "posix._exit"})
 _FRAMEWORKS = ("pytest", "_pytest", "unittest", "nose", "nose2")
-# Attributes that decide whether a test ran and passed, on whatever object.
+# Attributes that decide whether a test ran and passed, on whatever object. Not `errors`,
+# `failures` or `exitstatus`: ordinary code names its own attributes so.
 _RESULT_ATTRS = frozenset(
     {
         "runtest",
@@ -34,16 +35,12 @@ _RESULT_ATTRS = frozenset(
         "addSuccess",
         "addExpectedFailure",
         "addUnexpectedSuccess",
-        "failures",
-        "errors",
-        "testsRun",
-        "exitstatus",
         "testsfailed",
-        "shouldfail",
     }
 )
+# Bare `Item`/`Function` bases are too common outside pytest: only pytest.Item and the like.
 _RESULT_BASES = re.compile(
-    r"(?:TestResult|TestRunner|TestProgram|TestSuite|TestCase|Item|Function)$"
+    r"(?:TestResult|TestRunner|TestProgram|TestSuite|TestCase)$|^_?pytest\.[\w.]*(?:Item|Function)$"
 )
 _RESULT_METHODS = frozenset(_RESULT_ATTRS | {"run", "__call__", "runTest", "main"})
 _RUNNER_ENV = frozenset({"PYTEST_ADDOPTS", "PYTEST_PLUGINS", "PYTHONPATH", "NODE_OPTIONS"})
@@ -77,7 +74,9 @@ _SCRIPT_TRICKS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         ),
     )
 )
-_TEST_WORDS = re.compile(r"(?i)test|pytest|jest|mocha|vitest|tox|nox|unittest|check|spec")
+_TEST_WORDS = re.compile(
+    r"(?i)(?<![a-z])test|pytest|jest|mocha|vitest|unittest|\btox\b|\bnox\b|\bcheck\b|\bspec\b"
+)
 _MAKE_TARGET = re.compile(r"^([\w./%-]+)\s*:(?!=)")
 
 
