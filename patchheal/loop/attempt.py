@@ -8,12 +8,15 @@ harness. Only a candidate that passed every gate costs a harness run.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from patchheal import proc
 from patchheal.config import JobSpec, StepSpec
 from patchheal.errors import HarnessError, NotADiff, PatchApplyError
 from patchheal.gates.policy import check_candidate
+from patchheal.gates.secrets import credentials_in
 from patchheal.harness.base import Harness
 from patchheal.loop.verification import verify
 from patchheal.memory.store import AttemptStore
@@ -176,7 +179,7 @@ class AttemptRunner:
             )
         except NotADiff as exc:
             return Outcome.APPLY_FAILED, f"not a unified diff: {exc}", "", empty
-        decision = check_candidate(diff, self.job.policy)
+        decision = check_candidate(diff, self.job.policy, original=self._reader(step.start_commit))
         if not decision.allowed:
             return (
                 Outcome.REJECTED_POLICY,
@@ -184,13 +187,9 @@ class AttemptRunner:
                 "",
                 hashes,
             )
-        if self.scrubber.scrub(diff) != diff:
-            return (
-                Outcome.REJECTED_POLICY,
-                "secret: the patch contains what looks like a credential",
-                "",
-                hashes,
-            )
+        credentials = credentials_in(diff, self.scrubber)
+        if credentials:
+            return Outcome.REJECTED_POLICY, f"secret: {'; '.join(credentials)}", "", hashes
         fingerprint = step.failure.fingerprint
         if not reuse and not self.store.claim(fingerprint, hashes[1], job_id=self.job.job.id):
             prior = self.store.prior_claim(fingerprint, hashes[1])
@@ -210,6 +209,15 @@ class AttemptRunner:
             # Transient: the patch itself was not judged, so it may be tried again.
             self.store.release(fingerprint, hashes[1])
         return outcome, reason, log, hashes
+
+    def _reader(self, commit: str) -> Callable[[str], str | None]:
+        """Reads a file as the step's start commit has it, for the policy's syntax checks."""
+
+        def read(path: str) -> str | None:
+            shown = proc.git("show", f"{commit}:{path}", cwd=self.verify_tree, check=False)
+            return shown.output if shown.exit_code == 0 else None
+
+        return read
 
     def _verify(self, diff: str, step: StepState) -> tuple[Outcome, str, str]:
         self.workspace.reset(self.verify_tree, to=step.start_commit)
