@@ -66,7 +66,9 @@ def make_writable(worktree: Path, user: str) -> None:
         _add_bits(Path(root), 0o777)
         for name in files:
             path = Path(root) / name
-            if not path.is_symlink():
+            # The worktree's `.git` file stays the owner's: a step that could
+            # rewrite it could point host-side git at a repository it made.
+            if not path.is_symlink() and path != worktree / ".git":
                 _add_bits(path, 0o666)
 
 
@@ -117,6 +119,18 @@ def git_metadata_dirs(worktree: Path) -> list[str]:
     return [str(root)] if root.is_dir() else []
 
 
+def git_file_mount(worktree: Path, workdir: str) -> list[Any]:
+    """The worktree's `.git` file bound read-only over itself (a mount point cannot
+    be rewritten, renamed or removed), so a step cannot redirect git to a repository
+    it made; host git does not trust it either (`proc.git_location`)."""
+    from docker.types import Mount
+
+    marker = worktree / ".git"
+    if not marker.is_file() or marker.is_symlink():
+        return []
+    return [Mount(target=f"{workdir}/.git", source=str(marker), type="bind", read_only=True)]
+
+
 # Git refuses a repository owned by another user unless told it is safe; the
 # container's user is not the host owner of the mounted private repository.
 GIT_SAFE_ENV = {
@@ -147,6 +161,7 @@ def step_container_kwargs(
     mounts += [Mount(target=p, source=p, type="bind", read_only=True) for p in host_mounts]
     git_dirs = git_metadata_dirs(worktree)
     mounts += [Mount(target=p, source=p, type="bind", read_only=True) for p in git_dirs]
+    mounts += git_file_mount(worktree, box.workdir)
     environment = {**(GIT_SAFE_ENV if git_dirs else {}), **env}
     return {
         "image": image,
