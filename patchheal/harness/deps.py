@@ -119,7 +119,7 @@ def _install(
     mounts = [Mount(defn.sandbox.workdir, str(worktree), type="bind", read_only=False)]
     mounts += [Mount(p, p, type="bind", read_only=True) for p in images.host_mounts(client, image)]
     if offline and defn.deps.kind == "pip":
-        house = wheelhouse.fill(client, image, worktree, commands, say)
+        house = wheelhouse.fill(client, defn, image, worktree, commands, say)
         mounts.append(Mount(WHEELHOUSE, str(house), type="bind", read_only=True))
         extra = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": WHEELHOUSE}
     if defn.deps.kind == "npm":
