@@ -126,6 +126,7 @@ class DockerHarness:
             env=sandbox.environment(self.defn, self.passthrough),
             labels=containers.owner_labels(self.job_id, purpose, worktree=str(worktree)),
             host_mounts=images.host_mounts(self.client, image),
+            wall_limit=timeout,
         )
         name = containers.container_name(self.job_id, purpose)
         with containers.created(self.client, name=name, **kwargs) as container:

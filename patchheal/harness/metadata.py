@@ -72,6 +72,7 @@ def dynamic_requirements(
             labels=containers.owner_labels("metadata", purpose),
             host_mounts=[*images.host_mounts(client, image), str(wheelhouse)],
             network="none",
+            wall_limit=600,
         )
         name = containers.container_name("metadata", purpose)
         with containers.created(client, name=name, **kwargs) as container:

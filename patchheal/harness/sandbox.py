@@ -140,6 +140,28 @@ GIT_SAFE_ENV = {
 }
 
 
+# Seconds past the host-enforced wall timeout before the container's own
+# limit fires: the host kill (and its output) always comes first.
+SELF_LIMIT_GRACE = 10.0
+_SELF_LIMIT = (
+    'if command -v timeout >/dev/null 2>&1; then exec timeout -s KILL "$1" /bin/sh -c "$2"; fi; '
+    'exec /bin/sh -c "$2"'
+)
+
+
+def self_limited(command: str, wall_limit: float | None) -> list[str]:
+    """The container command: `command`, killed from inside after `wall_limit` + grace.
+
+    coreutils `timeout` kills the step's process group; the init process then
+    exits and the container stops. An image without `timeout` runs the command
+    unlimited from inside (the host still enforces the wall timeout).
+    """
+    if wall_limit is None:
+        return ["/bin/sh", "-c", command]
+    seconds = str(int(wall_limit + SELF_LIMIT_GRACE))
+    return ["/bin/sh", "-c", _SELF_LIMIT, "patchheal-step", seconds, command]
+
+
 def step_container_kwargs(
     defn: HarnessDef,
     *,
@@ -151,8 +173,13 @@ def step_container_kwargs(
     labels: Mapping[str, str],
     host_mounts: Sequence[str] = (),
     network: str | None = None,
+    wall_limit: float | None = None,
 ) -> dict[str, Any]:
-    """Arguments for `containers.create` of a step container."""
+    """Arguments for `containers.create` of a step container.
+
+    With `wall_limit`, the container enforces it itself (`self_limited`): it
+    dies on time even when the patchheal process that watches it was killed.
+    """
     from docker.types import Mount
 
     box = defn.sandbox
@@ -165,7 +192,7 @@ def step_container_kwargs(
     environment = {**(GIT_SAFE_ENV if git_dirs else {}), **env}
     return {
         "image": image,
-        "command": ["/bin/sh", "-c", command],
+        "command": self_limited(command, wall_limit),
         "labels": dict(labels),
         "user": user,
         "working_dir": box.workdir,
