@@ -78,7 +78,7 @@ def cli() -> None:
 
 
 def _crash_log(exc: BaseException) -> Path:
-    from patchheal.scrub.scrubber import scrub
+    from patchheal.scrub.active import scrub
 
     path = Path(tempfile.gettempdir()) / f"patchheal-crash-{int(time.time())}.log"
     text = "".join(traceback.format_exception(exc))

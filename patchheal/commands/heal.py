@@ -30,11 +30,15 @@ def run_heal(
     from patchheal.errors import EXIT_INTERRUPTED, Interrupted
     from patchheal.loop.controller import HealLoop, HealOptions
     from patchheal.loop.summary import json_summary
+    from patchheal.scrub.scrubber import Scrubber
 
     host, port = parse_statsd(state.statsd)
 
+    # stderr is a write path too: everything said goes through the job's scrubber.
+    scrubber = Scrubber.from_env(spec.job.env)
+
     def say(message: str) -> None:
-        click.echo(f"[{spec.job.id}] {message}", err=True)
+        click.echo(scrubber.scrub(f"[{spec.job.id}] {message}"), err=True)
 
     options = HealOptions(
         state_dir=Path(state.state_dir),
@@ -52,7 +56,7 @@ def run_heal(
         result = HealLoop(spec, spec_toml, options).run()
     except Interrupted as exc:
         # Said here: click turns any KeyboardInterrupt into a bare "Aborted".
-        click.echo(f"patchheal: {exc}", err=True)
+        click.echo(scrubber.scrub(f"patchheal: {exc}"), err=True)
         partial = getattr(exc, "result", None)
         if state.as_json and partial is not None:
             click.echo(json.dumps(json_summary(partial.report, partial.report_paths), indent=2))

@@ -20,6 +20,7 @@ from patchheal.harness.base import OutputSink
 from patchheal.harness.config import HarnessDef
 from patchheal.harness.images import Say
 from patchheal.harness.results import COLLECTORS, ResultsChannel
+from patchheal.harness.sources import CommittedSources
 from patchheal.models import CommandResult
 
 if TYPE_CHECKING:
@@ -61,6 +62,7 @@ class DockerHarness:
         self._setup_timeout = setup_timeout
         self._image: str | None = None
         self._envs: dict[tuple[Path, str], str] = {}
+        self._sources = CommittedSources()
 
     @property
     def client(self) -> DockerClient:
@@ -85,15 +87,19 @@ class DockerHarness:
     def run_image(self, worktree: Path) -> str:
         worktree = worktree.resolve()
         user = sandbox.resolve_user(self.defn, worktree)
+        # Dependencies come from the worktree's commit, never from a candidate's
+        # uncommitted edits: a candidate's setup.py or build backend would run
+        # as root in setup and its output (a .pth) would be cached in the image.
+        source = self._sources.source(worktree)
         # Cheap to recompute (a few small files), and it notices a lockfile
         # that changed under the same worktree path.
-        key = (worktree, deps.fingerprint(worktree, self.defn, self._setup, "", user))
+        key = (worktree, deps.fingerprint(source, self.defn, self._setup, "", user))
         if key not in self._envs:
             self._envs[key] = deps.ensure_env(
                 self.client,
                 self.defn,
                 self.image(),
-                worktree,
+                source,
                 setup=self._setup,
                 passthrough=self.passthrough,
                 user=user,
@@ -138,6 +144,7 @@ class DockerHarness:
                     (str(COLLECTORS), COLLECTORS_MOUNT, True),
                     (str(channel.host_dir), in_box, False),
                 ),
+                wall_limit=timeout,
             )
             name = containers.container_name(self.job_id, purpose)
             with containers.created(self.client, name=name, **kwargs) as container:
@@ -163,7 +170,9 @@ class DockerHarness:
         )
 
     def close(self) -> None:
-        """Containers are removed after each run; this only drops the engine connection."""
+        """Containers are removed after each run; this drops the engine connection
+        and the exported dependency sources."""
+        self._sources.close()
         if self._client is not None:
             try:
                 self._client.close()

@@ -33,6 +33,7 @@ from patchheal.memory.store import AttemptStore, LockRow
 from patchheal.models import JobStatus
 from patchheal.report.model import JobReport
 from patchheal.runs import DEFAULT_DB, DEFAULT_REPORTS_DIR, DEFAULT_STATE_DIR, RunPaths
+from patchheal.scrub.active import job_scrubber
 from patchheal.scrub.scrubber import Scrubber
 from patchheal.telemetry.events import EventLog
 from patchheal.telemetry.metrics import Metrics
@@ -85,6 +86,10 @@ class HealLoop:
         self._reclaimed: list[tuple[LockRow, str]] = []
 
     def run(self) -> HealResult:
+        with job_scrubber(self.scrubber):
+            return self._run()
+
+    def _run(self) -> HealResult:
         from patchheal.report.render import render_reports
 
         self._check_from_step()
