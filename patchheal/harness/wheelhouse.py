@@ -210,9 +210,7 @@ def fill(
     return house
 
 
-def _download(
-    house: Path, version: str, wanted: list[list[str]], worktree: Path, say: Say
-) -> None:
+def _download(house: Path, version: str, wanted: list[list[str]], worktree: Path, say: Say) -> None:
     """`pip download` on the host of named requirements only (never a local project)."""
     wanted = [args for args in wanted if args]
     if not wanted:
