@@ -67,6 +67,16 @@ def test_exit_codes_map_to_queue_moves() -> None:
     assert spent.action == "done"
 
 
+def test_without_the_extra_submit_says_how_to_get_it(tmp_path: Path) -> None:
+    spec = write_spec(tmp_path / "job.toml", make_calc_repo(tmp_path), diffs=[])
+    # A real process in which `import celery` fails, as without the extra.
+    code = "import sys; sys.modules['celery'] = None; from patchheal.cli import main; main()"
+    argv = [sys.executable, "-c", code, "submit", str(spec), "--broker", "redis://127.0.0.1:1/0"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2, done.stderr
+    assert "pip install 'patchheal[celery]'" in done.stderr
+
+
 @dataclass
 class Fleet:
     broker: str
@@ -81,6 +91,12 @@ class Fleet:
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
     """Redis on loopback and two `patchheal worker` processes (one job at a time each)."""
+    try:
+        import celery  # noqa: F401
+    except ImportError:
+        if os.environ.get("CI"):
+            pytest.fail("the celery extra is not installed, and CI is set")
+        pytest.skip("the celery extra is not installed (pip install -e '.[celery]')")
     root = tmp_path_factory.mktemp("fleet")
     redis = start_redis(root / "redis")
     broker = next(redis)

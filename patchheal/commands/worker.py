@@ -7,6 +7,15 @@ import click
 from patchheal.celery.settings import DEFAULT_BROKER, QueueSettings
 
 
+def _preload_heal_stack() -> None:
+    """Import the heal path once, here: every job's fresh pool process is forked from
+    this one, so it starts with these modules loaded instead of importing them again."""
+    import patchheal.config
+    import patchheal.loop.controller
+    import patchheal.loop.summary
+    import patchheal.report.render  # noqa: F401
+
+
 @click.command()
 @click.option(
     "--broker",
@@ -72,6 +81,7 @@ def worker(
     from patchheal.celery.app import configure
 
     settings = QueueSettings(queue_attempts, backoff, backoff_cap, infra_requeues)
+    _preload_heal_stack()
     configure(app, broker, settings=settings, visibility_timeout=visibility_timeout)
     argv = [
         "worker",
