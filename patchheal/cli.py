@@ -42,6 +42,16 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "locks": ("patchheal.commands.locks", "locks", "List and reclaim job locks."),
     "store": ("patchheal.commands.store", "store", "Check or rebuild the attempt store."),
     "harness": ("patchheal.commands.harness", "harness", "List, build, check and run harnesses."),
+    "submit": (
+        "patchheal.commands.submit",
+        "submit",
+        "Queue jobs for Celery workers (the celery extra).",
+    ),
+    "worker": (
+        "patchheal.commands.worker",
+        "worker",
+        "Heal queued jobs: a Celery worker (the celery extra).",
+    ),
     "gc": ("patchheal.commands.gc", "gc", "Remove orphaned containers, volumes and worktrees."),
 }
 

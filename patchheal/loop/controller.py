@@ -60,6 +60,8 @@ class HealOptions:
     harness_reason: str = ""
     open_pr: bool = False
     """Run the job's pull-request command once every step is verified."""
+    queue_attempt: int | None = None
+    """The queue-level attempt when a `patchheal worker` runs the job (the report shows it)."""
 
 
 @dataclass
@@ -81,7 +83,9 @@ class HealLoop:
         self.say = options.say
         self.scrubber = Scrubber.from_env(spec.job.env)
         self.paths = RunPaths(options.state_dir, self.job_id, self.scrubber)
-        self.state = JobState(spec, harness_reason=options.harness_reason)
+        self.state = JobState(
+            spec, harness_reason=options.harness_reason, queue_attempt=options.queue_attempt
+        )
         self.keep = options.keep_worktrees
         self._reclaimed: list[tuple[LockRow, str]] = []
 

@@ -32,6 +32,7 @@ class JobState:
     base_commit: str = ""
     pull_request: str | None = None
     interrupted: bool = False
+    queue_attempt: int | None = None
 
     @property
     def job_id(self) -> str:
