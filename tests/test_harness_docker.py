@@ -120,24 +120,27 @@ def test_deterministic_environment_and_no_inherited_secrets(
     assert "s3cr3t-value" not in result.output
 
 
-def test_idle_timeout_kills_the_container(harness: DockerHarness, tree: Path) -> None:
+def test_idle_timeout_kills_the_step(harness: DockerHarness, tree: Path) -> None:
     started = time.monotonic()
-    result = run(harness, tree, "echo start; sleep 60", timeout=60, idle_timeout=2)
+    result = run(harness, tree, "echo start; sleep 3; touch late; sleep 60", idle_timeout=2)
     assert result.timed_out == "idle"
     assert result.exit_code is None
     assert "start" in result.output
     assert time.monotonic() - started < 15
-    assert labelled(harness.client, harness.job_id)["containers"] == []
+    time.sleep(2)
+    assert not (tree / "late").exists()  # killed, not left running in the sandbox
 
 
-def test_wall_timeout_kills_a_chatty_container(harness: DockerHarness, tree: Path) -> None:
+def test_wall_timeout_kills_a_chatty_step(harness: DockerHarness, tree: Path) -> None:
     started = time.monotonic()
-    command = "while true; do echo tick; sleep 0.2; done"
+    command = "while true; do echo tick >> ticks; echo tick; sleep 0.2; done"
     result = run(harness, tree, command, timeout=3, idle_timeout=60)
     assert result.timed_out == "wall"
     assert result.output.count("tick") >= 5
     assert time.monotonic() - started < 15
-    assert labelled(harness.client, harness.job_id)["containers"] == []
+    count = len((tree / "ticks").read_text().splitlines())
+    time.sleep(1)
+    assert len((tree / "ticks").read_text().splitlines()) == count  # nothing ticks on
 
 
 def test_oom_kill_is_reported(python_image: str, python_def: HarnessDef, tree: Path) -> None:
@@ -157,7 +160,7 @@ def test_oom_kill_is_reported(python_image: str, python_def: HarnessDef, tree: P
 def test_container_gone_after_success_failure_and_interrupt(
     harness: DockerHarness, tree: Path
 ) -> None:
-    """Invariant: no container survives a run, whatever path the run leaves by."""
+    """Invariant: no container survives the harness, whatever path its runs left by."""
     run(harness, tree, "true")
     run(harness, tree, "exit 1")
 
@@ -166,17 +169,19 @@ def test_container_gone_after_success_failure_and_interrupt(
 
     with pytest.raises(KeyboardInterrupt):
         run(harness, tree, "echo go; sleep 60", on_output=interrupt)
+    harness.close()
     assert labelled(harness.client, harness.job_id)["containers"] == []
 
 
 def test_a_stale_same_name_container_is_replaced(harness: DockerHarness, tree: Path) -> None:
-    name = containers.container_name(harness.job_id, "run-python")
+    name = containers.container_name(harness.job_id, harness.purpose(tree.resolve()))
     harness.client.containers.create(
         harness.image(), ["sleep", "60"], name=name, labels={containers.LABEL: "1"}
     )
     result = run(harness, tree, "echo fresh")
     assert result.exit_code == 0
     assert "fresh" in result.output
+    harness.close()
     assert labelled(harness.client, harness.job_id)["containers"] == []
 
 

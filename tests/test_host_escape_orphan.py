@@ -38,8 +38,7 @@ def test_a_killed_runs_step_container_stops_within_its_timeout(
                     timeout={STEP_TIMEOUT}, idle_timeout={STEP_TIMEOUT})
     """)
     run = subprocess.Popen([sys.executable, "-c", script])
-    step = [f"{containers.LABEL_JOB}={job_id}", f"{containers.LABEL_PURPOSE}=run-python"]
-    flt = {"label": step, "status": "running"}
+    flt = {"label": f"{containers.LABEL_JOB}={job_id}", "status": "running"}
     try:
         deadline = time.monotonic() + 600  # a first dependency setup
         while not engine.containers.list(filters=flt):

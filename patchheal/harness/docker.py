@@ -1,17 +1,25 @@
-"""The Docker harness: each run is a fresh sandboxed container over the worktree.
+"""The Docker harness: each run is an exec in a sandboxed container over the worktree.
 
 `prepare` builds the harness image if it is missing (offline when no registry
-answers) and the dependency image once per dependency fingerprint; `run`
-starts a fresh container from it with the worktree bind-mounted at the
-harness's workdir, streams its output, kills it from outside on a wall or idle
-timeout, and removes it on every path out (success, failure, timeout, Ctrl-C).
+answers) and the dependency image once per dependency fingerprint. `run`
+execs the step in the worktree's sandbox session (`session.py`): one
+container per worktree, started on the first run and kept while the image,
+the sandbox settings and the worktree directory stay the same, scrubbed
+before every run (no process of the step's user left, /tmp empty), with the
+worktree bind-mounted at the harness's workdir. The step's output is
+streamed, a wall or idle timeout kills it from outside, and the container is
+removed when the harness closes or its owner dies.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
+import shutil
+import tempfile
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,6 +28,7 @@ from patchheal.harness.base import OutputSink
 from patchheal.harness.config import HarnessDef
 from patchheal.harness.images import Say
 from patchheal.harness.results import COLLECTORS, ResultsChannel
+from patchheal.harness.session import SandboxSession
 from patchheal.harness.sources import CommittedSources
 from patchheal.models import CommandResult
 
@@ -32,6 +41,18 @@ log = logging.getLogger(__name__)
 # results directory (the only other writable host path besides the worktree).
 COLLECTORS_MOUNT = "/opt/patchheal/collectors"
 RESULTS_MOUNT = "/run/patchheal"
+
+
+@dataclass
+class _Box:
+    """A worktree's sandbox session and the host directory its runs report results in."""
+
+    session: SandboxSession
+    results_root: Path
+
+    def close(self) -> None:
+        self.session.close()
+        shutil.rmtree(self.results_root.parent, ignore_errors=True)
 
 
 class DockerHarness:
@@ -62,6 +83,7 @@ class DockerHarness:
         self._setup_timeout = setup_timeout
         self._image: str | None = None
         self._envs: dict[tuple[Path, str], str] = {}
+        self._boxes: dict[Path, _Box] = {}
         self._sources = CommittedSources()
 
     @property
@@ -120,43 +142,27 @@ class DockerHarness:
         results: str | None = None,
     ) -> CommandResult:
         worktree = worktree.resolve()
-        image = self.run_image(worktree)
-        user = sandbox.resolve_user(self.defn, worktree)
-        sandbox.make_writable(worktree, user)
-        purpose = f"run-{self.defn.name}"
-        channel = ResultsChannel()
+        box = self._box(worktree)
+        channel = ResultsChannel(root=box.results_root)
         try:
-            in_box = f"{RESULTS_MOUNT}/results-{channel.nonce}"
-            kwargs = sandbox.step_container_kwargs(
-                self.defn,
-                image=image,
-                command=command,
-                worktree=worktree,
-                user=user,
-                env=channel.environment(
-                    sandbox.environment(self.defn, self.passthrough),
-                    results_dir=in_box,
-                    collectors=COLLECTORS_MOUNT,
-                ),
-                labels=containers.owner_labels(self.job_id, purpose, worktree=str(worktree)),
-                host_mounts=images.host_mounts(self.client, image),
-                extra_mounts=(
-                    (str(COLLECTORS), COLLECTORS_MOUNT, True),
-                    (str(channel.host_dir), in_box, False),
-                ),
-                wall_limit=timeout,
+            env = channel.environment(
+                sandbox.environment(self.defn, self.passthrough),
+                results_dir=f"{RESULTS_MOUNT}/results-{channel.nonce}",
+                collectors=COLLECTORS_MOUNT,
             )
-            name = containers.container_name(self.job_id, purpose)
-            with containers.created(self.client, name=name, **kwargs) as container:
-                done = containers.run_to_completion(
-                    container, timeout=timeout, idle_timeout=idle_timeout, on_output=on_output
-                )
+            done = box.session.run(
+                command,
+                environment=env,
+                timeout=timeout,
+                idle_timeout=idle_timeout,
+                on_output=on_output,
+            )
             tests = channel.collect(worktree, results)
         finally:
             channel.close()
         output = done.output
         if done.oom_killed:
-            output += f"\n[patchheal: the container was OOM-killed at {self.defn.sandbox.memory}]\n"
+            output += f"\n[patchheal: the step was OOM-killed at {self.defn.sandbox.memory}]\n"
         return CommandResult(
             command=command,
             exit_code=done.exit_code,
@@ -169,9 +175,54 @@ class DockerHarness:
             tests=tests,
         )
 
+    def purpose(self, worktree: Path) -> str:
+        """The purpose label (and name part) of `worktree`'s sandbox container."""
+        return f"run-{self.defn.name}-{hashlib.sha256(bytes(worktree)).hexdigest()[:8]}"
+
+    def _box(self, worktree: Path) -> _Box:
+        """The worktree's running sandbox, (re)started when what it was made for changed."""
+        image = self.run_image(worktree)
+        user = sandbox.resolve_user(self.defn, worktree)
+        sandbox.make_writable(worktree, user)
+        box = self._boxes.get(worktree)
+        results_root = box.results_root if box is not None else _results_root()
+        purpose = self.purpose(worktree)
+        kwargs = sandbox.step_container_kwargs(
+            self.defn,
+            image=image,
+            command="true",  # the session runs its keeper; steps are execs
+            worktree=worktree,
+            user=user,
+            env=sandbox.environment(self.defn, self.passthrough),
+            labels=containers.owner_labels(self.job_id, purpose, worktree=str(worktree)),
+            host_mounts=images.host_mounts(self.client, image),
+            extra_mounts=(
+                (str(COLLECTORS), COLLECTORS_MOUNT, True),
+                (str(results_root), RESULTS_MOUNT, False),
+            ),
+        )
+        if box is not None and box.session.fits(worktree, kwargs):
+            return box
+        if box is not None:
+            box.session.close()
+        session = SandboxSession(
+            self.client,
+            name=containers.container_name(self.job_id, purpose),
+            worktree=worktree,
+            user=user,
+            workdir=self.defn.sandbox.workdir,
+            create_kwargs=kwargs,
+        )
+        box = self._boxes[worktree] = _Box(session, results_root)
+        session.open()
+        return box
+
     def close(self) -> None:
-        """Containers are removed after each run; this drops the engine connection
-        and the exported dependency sources."""
+        """Remove the sandbox containers, drop the engine connection and the exported
+        dependency sources."""
+        for box in self._boxes.values():
+            box.close()
+        self._boxes.clear()
         self._sources.close()
         if self._client is not None:
             try:
@@ -179,3 +230,15 @@ class DockerHarness:
             except Exception as exc:  # close must never raise
                 log.warning("closing the Docker client failed: %s", exc)
             self._client = None
+
+
+def _results_root() -> Path:
+    """A host directory for a session's per-run results directories.
+
+    Its parent is private to this user (0700); the root itself is read-only
+    for the step's user, so a step can write only into its own run's
+    `results-<nonce>` directory, which the results channel makes writable.
+    """
+    root = Path(tempfile.mkdtemp(prefix="patchheal-session-")) / "results"
+    root.mkdir(mode=0o755)
+    return root

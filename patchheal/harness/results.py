@@ -45,10 +45,13 @@ def _worst(before: str | None, now: str) -> str:
 class ResultsChannel:
     """One run's results directory and token; `close()` removes the directory."""
 
-    def __init__(self) -> None:
+    def __init__(self, root: Path | None = None) -> None:
+        """A channel in a private temp dir of its own, or in `root` (a sandbox session's
+        results mount, which outlives the run: only this run's directory is removed)."""
         self.nonce = secrets.token_hex(8)
         self.token = secrets.token_hex(32)
-        self._root = Path(tempfile.mkdtemp(prefix="patchheal-results-"))
+        self._owns_root = root is None
+        self._root = Path(tempfile.mkdtemp(prefix="patchheal-results-")) if root is None else root
         self.host_dir = self._root / f"results-{self.nonce}"
         self.host_dir.mkdir()
         # A container's user is not the host user; the private parent (0700)
@@ -125,7 +128,7 @@ class ResultsChannel:
         )
 
     def close(self) -> None:
-        shutil.rmtree(self._root, ignore_errors=True)
+        shutil.rmtree(self._root if self._owns_root else self.host_dir, ignore_errors=True)
 
 
 class _Record(BaseModel):

@@ -51,7 +51,8 @@ SCRUB_COMMAND = [
     "-c",
     "kill -9 -1 2>/dev/null; find /tmp -mindepth 1 -delete 2>/dev/null; exit 0",
 ]
-OOM_EVENTS = "/sys/fs/cgroup/memory.events"
+# Where the container's cgroup counts OOM kills: cgroup v2, then v1 (`oom_kill N` in both).
+OOM_COUNTERS = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control")
 
 
 class SandboxSession:
@@ -146,7 +147,16 @@ class SandboxSession:
         )["Id"]
         started = time.monotonic()
         stream = containers.call(api.exec_start, exec_id, stream=True)
-        output, timed_out = _pump(stream, started, timeout, idle_timeout, on_output, self._scrub)
+        try:
+            output, timed_out = _pump(
+                stream, started, timeout, idle_timeout, on_output, self._scrub
+            )
+        except BaseException:
+            # Interrupted (Ctrl-C, an output callback that raised): the step must not go
+            # on running in the container behind the caller's back.
+            with contextlib.suppress(Exception):
+                self._scrub()
+            raise
         duration = time.monotonic() - started
         code = containers.call(api.exec_inspect, exec_id).get("ExitCode")
         oom = False
@@ -194,22 +204,19 @@ class SandboxSession:
 
     def _read_oom_kills(self) -> int:
         assert self._container is not None
-        try:
-            text = containers.exec_checked(
-                self._container,
-                ["/bin/cat", OOM_EVENTS],
-                user=KEEPER_USER,
-                environment={},
-                workdir="/",
-                what="reading the OOM counter",
-            )
-        except HarnessError:
-            return 0  # cgroup v1: no counter; OOM shows as a bare SIGKILL
+        text = containers.exec_checked(
+            self._container,
+            ["/bin/sh", "-c", f"cat {' '.join(OOM_COUNTERS)} 2>/dev/null; exit 0"],
+            user=KEEPER_USER,
+            environment={},
+            workdir="/",
+            what="reading the OOM counter",
+        )
         for line in text.splitlines():
             key, _, value = line.partition(" ")
             if key == "oom_kill" and value.strip().isdigit():
                 return int(value)
-        return 0
+        return 0  # no counter: an OOM kill shows as a bare SIGKILL
 
     def _alive(self) -> bool:
         assert self._container is not None
