@@ -7,7 +7,6 @@ import random
 import string
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -209,17 +208,15 @@ def test_scrub_obj_walks_json_payloads() -> None:
     assert isinstance(out["a"][1], tuple)
 
 
-def test_scrubbing_a_large_log_is_fast() -> None:
+def test_a_secret_at_the_end_of_a_large_log_is_masked() -> None:
+    """Large input is scanned to its end (its speed is measured in benchmarks/, not here)."""
     noise = "".join(
         f"2026-01-01T00:00:{i % 60:02d}Z INFO step {i} ok token_count={i}\n" for i in range(50000)
     )
     text = noise * 4 + _as_log("Authorization: Bearer " + _r(40), 1)
-    scrubber = Scrubber()
-    start = time.perf_counter()
-    out = scrubber.scrub(text)
-    elapsed = time.perf_counter() - start
+    out = Scrubber().scrub(text)
     assert out.endswith(f"Authorization: Bearer {MASK}\n")
-    assert elapsed < 5.0, f"{len(text) / 1e6:.0f} MB took {elapsed:.1f}s"
+    assert out[: len(noise)] == noise  # no false positive in 200 000 ordinary lines
 
 
 def test_importing_scrub_is_cheap() -> None:
