@@ -46,11 +46,12 @@ KEEPER_USER = "65534:65534"
 KEEPER_COMMAND = ["/bin/sh", "-c", "cat >/dev/null"]
 # Run as the step's user before every run and after a timeout: no process of
 # that user survives (kill(-1) spares the caller and PID 1), /tmp is empty.
-SCRUB_COMMAND = [
-    "/bin/sh",
-    "-c",
-    "kill -9 -1 2>/dev/null; find /tmp -mindepth 1 -delete 2>/dev/null; exit 0",
-]
+_SCRUB = "kill -9 -1 2>/dev/null; find /tmp -mindepth 1 -delete 2>/dev/null"
+SCRUB_COMMAND = ["/bin/sh", "-c", f"{_SCRUB}; exit 0"]
+# A run scrubs first in the same exec (one engine round trip, not two), then
+# becomes the step: the step's command travels as $0, never spliced into the script.
+RUN_PREFIX = f'{_SCRUB}; exec /bin/sh -c "$0"'
+
 # Where the container's cgroup counts OOM kills: cgroup v2, then v1 (`oom_kill N` in both).
 OOM_COUNTERS = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control")
 
@@ -133,12 +134,11 @@ class SandboxSession:
     ) -> Finished:
         """Run `command` as the step user after a scrub; kill it from outside on a timeout."""
         assert self._container is not None
-        self._scrub()
         api = self._container.client.api
         exec_id = containers.call(
             api.exec_create,
             self._container.id,
-            ["/bin/sh", "-c", command],
+            ["/bin/sh", "-c", RUN_PREFIX, command],
             user=self.user,
             environment=dict(environment),
             workdir=self.workdir,
