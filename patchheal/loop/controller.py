@@ -31,6 +31,7 @@ from patchheal.loop.state import JobState
 from patchheal.loop.summary import branch_name, build_report
 from patchheal.memory.store import AttemptStore, LockRow
 from patchheal.models import JobStatus
+from patchheal.report.history import new_run_id, publish_reports
 from patchheal.report.model import JobReport
 from patchheal.runs import DEFAULT_DB, DEFAULT_REPORTS_DIR, DEFAULT_STATE_DIR, RunPaths
 from patchheal.scrub.scrubber import Scrubber
@@ -81,12 +82,11 @@ class HealLoop:
         self.scrubber = Scrubber.from_env(spec.job.env)
         self.paths = RunPaths(options.state_dir, self.job_id, self.scrubber)
         self.state = JobState(spec, harness_reason=options.harness_reason)
+        self.state.run_id = new_run_id(self.state.started)
         self.keep = options.keep_worktrees
         self._reclaimed: list[tuple[LockRow, str]] = []
 
     def run(self) -> HealResult:
-        from patchheal.report.render import render_reports
-
         self._check_from_step()
         store = AttemptStore(self.options.db)
         failed: Exception | None = None
@@ -108,11 +108,15 @@ class HealLoop:
             finally:
                 store.release_lock(self.job_id)
             report = build_report(self.state)
-            report_paths = render_reports(report, self.options.reports_dir / self.job_id)
+            report_paths = publish_reports(
+                report, self.options.reports_dir, self.state.run_id, scrub=self.scrubber.scrub
+            )
             if self._wants_pull_request():
                 self.state.pull_request = self._open_pull_request(report_paths["md"])
                 report = build_report(self.state)
-                report_paths = render_reports(report, self.options.reports_dir / self.job_id)
+                report_paths = publish_reports(
+                    report, self.options.reports_dir, self.state.run_id, scrub=self.scrubber.scrub
+                )
         finally:
             store.close()
         if failed is not None:

@@ -32,6 +32,7 @@ class JobState:
     base_commit: str = ""
     pull_request: str | None = None
     interrupted: bool = False
+    run_id: str = ""
 
     @property
     def job_id(self) -> str:

@@ -125,7 +125,6 @@ class StepHealer:
             tally.spent >= limits.max_attempts
             or tally.candidates >= limits.max_attempts * CANDIDATES_PER_ATTEMPT
         ):
-            self.runner.metrics.incr("self_heal.exhausted_total", tags=self._tags())
             return StepResult(
                 StepEnd.EXHAUSTED,
                 f"attempt budget spent ({tally.spent} verified, {tally.candidates} candidates)",

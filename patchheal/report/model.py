@@ -46,6 +46,7 @@ class JobReport(_Model):
     """Everything the root-cause report says about one job run."""
 
     job_id: str
+    run_id: str = Field("", description="this run's directory under reports/<job-id>/")
     repo: str
     base: str = Field(description="the base ref as the job spec names it")
     base_commit: str = Field(description="the commit the base ref resolved to")
