@@ -87,7 +87,10 @@ def _context(report: JobReport) -> dict[str, Any]:
     totals = report.totals or {o.value: counts[o] for o in Outcome if counts[o]}
     return {
         "report": report,
-        "status_meaning": wording.STATUS_MEANING[report.status],
+        "status_meaning": wording.headline(report),
+        "attempt_class_meaning": wording.ATTEMPT_CLASS_MEANING,
+        "check_locally": wording.check_locally(report),
+        "reproduce": wording.reproduce_in_harness(report),
         "step_status": wording.STEP_STATUS_MEANING,
         "outcome_meaning": {o.value: m for o, m in wording.OUTCOME_MEANING.items()},
         "legend": [(o.value, wording.OUTCOME_MEANING[o]) for o in Outcome if o in present],
