@@ -33,7 +33,8 @@ HEADLINES: tuple[tuple[str, str, str], ...] = (
     (
         "not_fixed",
         r"attempt budget spent",
-        "The attempt budget ran out: every candidate that was verified failed, none fixed the step.",
+        "The attempt budget ran out: every candidate that was verified failed, "
+        "none fixed the step.",
     ),
     (
         "not_fixed",
