@@ -58,7 +58,8 @@ addEventListener('load', () => {
     for (const r of range.getClientRects()) {
       let [l, t, rr, b] = [r.left, r.top, r.right, r.bottom];
       if (clip) { l = Math.max(l, clip.left); rr = Math.min(rr, clip.right); }
-      if (rr - l > 1 && b - t > 1) boxes.push({id, l, t, r: rr, b, text: node.textContent.trim().slice(0, 40)});
+      const text = node.textContent.trim().slice(0, 40);
+      if (rr - l > 1 && b - t > 1) boxes.push({id, l, t, r: rr, b, text});
     }
   }
   const overlaps = [];
@@ -211,7 +212,7 @@ def test_reports_and_index_lay_out_at_desktop_and_phone_width(tmp_path: Path) ->
         assets = _Assets()
         assets.feed(page.read_text())
         if assets.external or assets.scripts:
-            problems.append(f"{name}: external assets {assets.external}, {assets.scripts} script(s)")
+            problems.append(f"{name}: external {assets.external}, {assets.scripts} script(s)")
         for width in WIDTHS:
             result = _layout(page, width)
             if int(str(result["scrollWidth"])) > int(str(result["innerWidth"])):
