@@ -38,6 +38,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "report",
         "Render a job's report again, or list every kept run.",
     ),
+    "outcome": (
+        "patchheal.commands.outcome",
+        "outcome",
+        "Record what real CI said of a job's verified patch.",
+    ),
     "control": (
         "patchheal.commands.control",
         "control",

@@ -36,13 +36,15 @@ ARTIFACTS = Path(
 # width), and the probe in the wrapper page measures the iframe's document.
 # Measures the page as laid out: the document wider than the window, and every pair
 # of text boxes (one rectangle per line of a text node) that intersect by more than a
-# pixel each way. Text inside a scrolling <pre> is clipped to its box first.
+# pixel each way, and text laid out a letter or two per line. Text inside a
+# scrolling <pre> is clipped to its box first.
 PROBE = """
 <script>
 addEventListener('load', () => {
   const win = document.getElementById('page').contentWindow;
   const doc = win.document;
   const boxes = [];
+  const broken = [];
   const walker = doc.createTreeWalker(doc.body, NodeFilter.SHOW_TEXT);
   let id = 0;
   for (let node = walker.nextNode(); node; node = walker.nextNode()) {
@@ -55,7 +57,13 @@ addEventListener('load', () => {
     const range = doc.createRange();
     range.selectNodeContents(node);
     id += 1;
-    for (const r of range.getClientRects()) {
+    const lines = [...range.getClientRects()];
+    const text = node.textContent.trim();
+    // A word laid out a letter or two per line: a column too narrow to read.
+    if (text.length >= 4 && lines.length >= 4 && lines.every(r => r.width < 20)) {
+      broken.push(text.slice(0, 40));
+    }
+    for (const r of lines) {
       let [l, t, rr, b] = [r.left, r.top, r.right, r.bottom];
       if (clip) { l = Math.max(l, clip.left); rr = Math.min(rr, clip.right); }
       const text = node.textContent.trim().slice(0, 40);
@@ -79,6 +87,7 @@ addEventListener('load', () => {
     innerWidth: win.innerWidth,
     boxes: boxes.length,
     overlaps: overlaps.slice(0, 10),
+    broken: broken.slice(0, 10),
   });
   document.body.appendChild(out);
 });
@@ -217,6 +226,8 @@ def test_reports_and_index_lay_out_at_desktop_and_phone_width(tmp_path: Path) ->
             result = _layout(page, width)
             if int(str(result["scrollWidth"])) > int(str(result["innerWidth"])):
                 problems.append(f"{name} at {width}px: overflows horizontally {result}")
+            if result["broken"]:
+                problems.append(f"{name} at {width}px: words broken per letter {result['broken']}")
             if result["overlaps"]:
                 problems.append(f"{name} at {width}px: text overlaps {result['overlaps']}")
             assert int(str(result["boxes"])) > 10, f"{name}: the probe saw no text"

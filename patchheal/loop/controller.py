@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import socket
 import threading
@@ -113,6 +114,7 @@ class HealLoop:
             )
             if self._wants_pull_request():
                 self.state.pull_request = self._open_pull_request(report_paths["md"])
+                _record_pull_request(store, self.job_id, self.state.pull_request)
                 report = build_report(self.state)
                 report_paths = publish_reports(
                     report, self.options.reports_dir, self.state.run_id, scrub=self.scrubber.scrub
@@ -330,6 +332,19 @@ class HealLoop:
         workspace.reset(tree, to=head)
         self.state.final_diff = worktree_diff(tree, base=workspace.base_commit)
         self.state.stop(JobStatus.FIXED, f"every step verified; branch {branch}", retryable=False)
+
+
+_URL = re.compile(r"https?://[^\s<>\"']+")
+
+
+def _record_pull_request(store: AttemptStore, job_id: str, printed: str) -> None:
+    """The URL the pull-request command printed, kept beside each verified patch so
+    `patchheal outcome` can tie what real CI says to it."""
+    found = _URL.search(printed)
+    if found is None:
+        return
+    for patch in store.verified_patches(job_id):
+        store.record_outcome(job_id, patch, ci_status="pending", pull_request=found.group(0))
 
 
 @contextlib.contextmanager
