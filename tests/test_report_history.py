@@ -101,3 +101,14 @@ def test_report_list_prints_every_run_with_class_attempts_and_link(tmp_path: Pat
     bad = patchheal("report", "--reports", str(reports), cwd=tmp_path)
     assert bad.returncode == 2
     assert "--list" in bad.stderr
+
+
+def test_report_json_times_are_iso_8601_and_old_unix_times_still_read(tmp_path: Path) -> None:
+    from patchheal.report import render_json, report_from_json
+
+    data = json.loads(render_json(job()))
+    assert data["started_at"] == "2023-11-14T22:13:20Z"
+    assert data["finished_at"] == "2023-11-14T22:15:25Z"
+    assert report_from_json(json.dumps(data)).started_at == STARTED
+    data["started_at"] = STARTED  # a report.json written before ISO times
+    assert report_from_json(json.dumps(data)).started_at == STARTED

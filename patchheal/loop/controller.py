@@ -37,7 +37,7 @@ from patchheal.report.model import JobReport
 from patchheal.runs import DEFAULT_DB, DEFAULT_REPORTS_DIR, DEFAULT_STATE_DIR, RunPaths
 from patchheal.scrub.scrubber import Scrubber
 from patchheal.telemetry.events import EventLog
-from patchheal.telemetry.metrics import Metrics
+from patchheal.telemetry.metrics import DEFAULT_PREFIX, Metrics
 from patchheal.workspace.worktrees import JobWorkspace, worktree_diff
 
 LOCK_TTL_SECONDS = 600.0
@@ -55,6 +55,7 @@ class HealOptions:
     from_step: int | None = None
     statsd_host: str | None = None
     statsd_port: int = 8125
+    statsd_prefix: str = DEFAULT_PREFIX
     say: Callable[[str], None] = lambda _message: None
     sleep: Callable[[float], None] = time.sleep
     harness: Harness | None = None
@@ -162,7 +163,9 @@ class HealLoop:
 
     def _run_locked(self, store: AttemptStore) -> list[Path]:
         events = EventLog(self.paths.events, job_id=self.job_id, scrubber=self.scrubber)
-        metrics = Metrics(self.options.statsd_host, self.options.statsd_port)
+        metrics = Metrics(
+            self.options.statsd_host, self.options.statsd_port, prefix=self.options.statsd_prefix
+        )
         workspace = JobWorkspace(Path(self.spec.job.repo), self.spec.job.base, self.job_id)
         harness: Harness | None = None
         started = False
