@@ -33,7 +33,16 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "attempts": ("patchheal.commands.inspect", "attempts", "List recorded attempts."),
     "show": ("patchheal.commands.inspect", "show", "Show one attempt: candidate, outcome, log."),
     "worktree": ("patchheal.commands.worktree", "worktree", "List, open and remove worktrees."),
-    "report": ("patchheal.commands.report", "report", "Render a job's report again."),
+    "report": (
+        "patchheal.commands.report",
+        "report",
+        "Render a job's report again, or list every kept run.",
+    ),
+    "outcome": (
+        "patchheal.commands.outcome",
+        "outcome",
+        "Record what real CI said of a job's verified patch.",
+    ),
     "control": (
         "patchheal.commands.control",
         "control",

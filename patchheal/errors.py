@@ -79,6 +79,10 @@ class TransientProposerError(ProposerError):
     """A proposer failed in a way that a retry may fix (timeouts, 429, 5xx)."""
 
 
+class TokenBudgetReached(ProposerError):
+    """The next model call could overshoot the job's token budget, so it was not made."""
+
+
 class LockHeld(PatchhealError, RuntimeError):
     """Another live run holds the job's lock."""
 

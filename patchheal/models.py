@@ -269,6 +269,9 @@ class Hint(_Model):
     strategy: str
     diff: str
     job_id: str = ""
+    real_ci: str = Field(
+        "", description="what real CI said of this fix when it was not fixed (`patchheal outcome`)"
+    )
 
 
 class RetryContext(_Model):

@@ -247,30 +247,75 @@ calc.py
 """
 
 
-def test_model_token_budget_spent_hands_off(tmp_path: Path) -> None:
-    """The llm proposer reports the tokens its provider counted; the job stops on them."""
+def _swap_reply(expression: str) -> str:
+    return f"""STRATEGY: fix_logic
+RATIONALE: try another expression
+calc.py
+<<<<<<< SEARCH
+    return a - b
+=======
+    return {expression}
+>>>>>>> REPLACE
+"""
+
+
+def _llm_spec(tmp_path: Path, repo: Path, url: str, budget: str) -> Path:
+    return write_spec(
+        tmp_path / "job.toml",
+        repo,
+        proposer="\n".join(
+            [
+                "[proposer]",
+                'kind = "llm"',
+                f'base_url = "{url}"',
+                'model = "test-model"',
+                "retry_attempts = 1",
+                "max_tokens = 400",
+            ]
+        ),
+        budget=budget,
+    )
+
+
+def test_model_token_budget_too_small_for_one_call_makes_no_call(tmp_path: Path) -> None:
+    """A budget smaller than one prompt is spent before any call: nothing is sent."""
     repo = make_calc_repo(tmp_path)
     usage = {"prompt_tokens": 450, "completion_tokens": 50, "total_tokens": 500}
     with ChatServer([Reply(content=SWAP_REPLY, usage=usage)] * 3) as server:
-        spec = write_spec(
-            tmp_path / "job.toml",
-            repo,
-            proposer="\n".join(
-                [
-                    "[proposer]",
-                    'kind = "llm"',
-                    f'base_url = "{server.url}"',
-                    'model = "test-model"',
-                    "retry_attempts = 1",
-                ]
-            ),
-            budget="max_model_tokens = 400",
-        )
+        spec = _llm_spec(tmp_path, repo, server.url, "max_model_tokens = 100")
         result = heal_in_process(tmp_path, spec)
-    assert len(server.requests) == 1
-    assert outcomes(result) == ["no_effect"]
+    assert server.requests == []
     assert result.report.status == "manual_handoff"
-    assert "model token budget of 400 is spent (500 used)" in result.report.stop_reason
+    assert "model token budget: 100 token(s) left" in result.report.stop_reason
+
+
+def test_model_token_budget_is_reserved_before_each_call_and_never_overshot(
+    tmp_path: Path,
+) -> None:
+    """Invariant: prompt + the reply's cap is reserved before a call, so the tokens a job
+    spends never pass its budget (a budget checked only before a call ended 1,500 at 2,000)."""
+    from patchheal.evidence.tokens import count_tokens
+    from patchheal.proposers.llm import SYSTEM_PROMPT
+
+    repo = make_calc_repo(tmp_path)
+    replies = [
+        Reply(content=_swap_reply(e))
+        for e in ("b - a", "a - b - 0", "-(b - a) * 0", "a - b + 0", "(a - b) * 1")
+    ]
+    with ChatServer(replies) as server:
+        budget = "max_model_tokens = 1500\nmax_attempts = 10"
+        result = heal_in_process(tmp_path, _llm_spec(tmp_path, repo, server.url, budget))
+    # With no usage in the replies, the proposer counts prompt + reply itself.
+    spent = [
+        count_tokens(SYSTEM_PROMPT + r.user_message) + count_tokens(reply.content)
+        for r, reply in zip(server.requests, replies, strict=False)
+    ]
+    assert len(spent) >= 1
+    assert sum(spent) <= 1500, spent
+    caps = [r.body["max_tokens"] for r in server.requests]
+    assert all(cap <= 400 for cap in caps)
+    assert result.report.status == "manual_handoff"
+    assert "model token budget" in result.report.stop_reason
 
 
 def test_proposer_chain_switches_after_failures(tmp_path: Path) -> None:

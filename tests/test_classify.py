@@ -155,6 +155,19 @@ def test_a_code_bug_is_not_overruled_by_noise_elsewhere_in_the_log() -> None:
     assert classify(analyze(killed), killed).failure_class is FailureClass.INFRA_ISSUE
 
 
+def test_evidence_keeps_whole_function_names() -> None:
+    """Regression: evidence lines ended `in mea` for `mean` (a character-set strip)."""
+    log = (
+        "Traceback (most recent call last):\n"
+        '  File "/w/app/stats.py", line 2, in mean\n'
+        "ZeroDivisionError: division by zero\n"
+    )
+    evidence = classify(analyze(log), log).evidence
+    frames = [line for line in evidence if line.startswith("in-project frame")]
+    assert frames
+    assert frames[-1].endswith(" in mean")
+
+
 def test_missing_module_in_project_or_not(make_repo) -> None:  # type: ignore[no-untyped-def]
     repo = make_repo({"billing/__init__.py": "", "billing/core.py": "x = 1\n"})
     for name, expected in (

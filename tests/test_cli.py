@@ -46,6 +46,7 @@ def test_help_lists_every_command(tmp_path: Path) -> None:
         "show",
         "worktree",
         "report",
+        "outcome",
         "control",
         "fingerprint",
         "harness",

@@ -39,6 +39,21 @@ def test_every_type_of_the_contract_is_known() -> None:
     } <= EVENT_TYPES
 
 
+def test_events_are_written_as_the_seed_names_them_and_old_logs_still_read(
+    tmp_path: Path,
+) -> None:
+    """Invariant: the log carries `task.`-prefixed types; a log written before the prefix
+    (short types) reads back to the same short types, so rebuild and recovery replay both."""
+    path = tmp_path / "events.jsonl"
+    with EventLog(path, job_id="job-1") as log:
+        log.emit("self_heal.exhausted", step_index=1, data={"reason": "r"})
+    line = json.loads(path.read_text())
+    assert line["type"] == "task.self_heal.exhausted"
+    old = dict(line, type="self_heal.exhausted", event_id="e" * 32)
+    path.write_text(path.read_text() + json.dumps(old) + "\n")
+    assert [e.type for e in EventLog.read(path)] == ["self_heal.exhausted"] * 2
+
+
 def test_emit_splits_columns_from_data_and_reads_back(tmp_path: Path) -> None:
     path = tmp_path / "runs" / "job-1" / "events.jsonl"
     with EventLog(path, job_id="job-1") as log:

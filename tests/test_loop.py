@@ -164,4 +164,4 @@ def test_store_has_every_attempt_and_events_match(tmp_path: Path) -> None:
     finally:
         store.close()
     events = (tmp_path / "var" / "runs" / "calc" / "events.jsonl").read_text().splitlines()
-    assert sum('"step.attempt.finished"' in line for line in events) == 2
+    assert sum('"task.step.attempt.finished"' in line for line in events) == 2

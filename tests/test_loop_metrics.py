@@ -82,24 +82,24 @@ def test_heal_run_sends_attempt_recovery_timer_and_timeout_metrics(
     fixed_tags = {**base, "outcome": "fixed"}
     counters = [(n, v, t) for n, v, k, t in packets if k == "c"]
     assert counters == [
-        ("self_heal.attempts_total", "1", timeout_tags),
-        ("step.idle_timeout_total", "1", timeout_tags),
-        ("self_heal.attempts_total", "1", fixed_tags),
-        ("self_heal.recovered_total", "1", base),
+        ("task.self_heal.attempts_total", "1", timeout_tags),
+        ("task.step.idle_timeout_total", "1", timeout_tags),
+        ("task.self_heal.attempts_total", "1", fixed_tags),
+        ("task.self_heal.recovered_total", "1", base),
     ]
-    timers = [(n, float(v), t) for n, v, k, t in packets if k == "ms"]
+    timers = [(n, float(v), t) for n, v, k, t in packets if k == "h"]
     assert [(n, t) for n, _, t in timers] == [
-        ("step.duration_seconds", timeout_tags),
-        ("step.duration_seconds", fixed_tags),
+        ("task.step.duration_seconds", timeout_tags),
+        ("task.step.duration_seconds", fixed_tags),
     ]
-    # Timers are in milliseconds, and they are the attempts' own durations.
+    # Durations are in seconds, as the name says, and they are the attempts' own.
     records = [
         json.loads(p.read_text())
         for p in sorted((tmp_path / "var" / "runs" / "one" / "attempts").glob("*/record.json"))
     ]
     for (_, value, _), record in zip(timers, records, strict=True):
-        assert value == pytest.approx(record["duration_seconds"] * 1000, abs=0.01)
-    assert timers[0][1] >= 1000  # the idle timeout of 1 s
+        assert value == pytest.approx(record["duration_seconds"], abs=1e-5)
+    assert timers[0][1] >= 1.0  # the idle timeout of 1 s
 
 
 @pytest.mark.slow
@@ -129,14 +129,16 @@ def test_wall_timeout_exhausted_and_no_progress_counters(
     heal_in_process(tmp_path, spec, statsd_host=host, statsd_port=port)
     counters = [(n, t) for n, _, k, t in drain(statsd) if k == "c"]
     base = {"failure_class": "code_bug", "strategy": "scripted"}
+    # Every terminal stop counts as exhausted, the stuck one too; `stop` says which.
     assert counters == [
-        ("self_heal.attempts_total", {**base, "outcome": "timeout"}),
-        ("step.wall_timeout_total", {**base, "outcome": "timeout"}),
-        ("self_heal.exhausted_total", {"failure_class": "code_bug"}),
-        ("self_heal.attempts_total", {**base, "outcome": "no_effect"}),
-        ("self_heal.attempts_total", {**base, "outcome": "rejected_repeat"}),
-        ("self_heal.attempts_total", {**base, "outcome": "rejected_repeat"}),
-        ("step.no_progress_total", {"failure_class": "code_bug"}),
+        ("task.self_heal.attempts_total", {**base, "outcome": "timeout"}),
+        ("task.step.wall_timeout_total", {**base, "outcome": "timeout"}),
+        ("task.self_heal.exhausted_total", {"failure_class": "code_bug", "stop": "not_fixed"}),
+        ("task.self_heal.attempts_total", {**base, "outcome": "no_effect"}),
+        ("task.self_heal.attempts_total", {**base, "outcome": "rejected_repeat"}),
+        ("task.self_heal.attempts_total", {**base, "outcome": "rejected_repeat"}),
+        ("task.step.no_progress_total", {"failure_class": "code_bug"}),
+        ("task.self_heal.exhausted_total", {"failure_class": "code_bug", "stop": "not_fixed"}),
     ]
 
 

@@ -12,6 +12,7 @@ from patchheal.config import load_spec, spec_to_toml
 from patchheal.errors import BadInput
 from patchheal.loop.controller import HealLoop, HealOptions
 from patchheal.loop.pullrequest import render_command
+from patchheal.memory.store import AttemptStore
 from tests.healjobs import FIX, WRONG, diff_for, make_calc_repo, write_spec
 
 # Stands in for `gh pr create`: records what it was asked and prints a URL.
@@ -55,6 +56,17 @@ def test_pr_command_runs_after_verification_with_the_branch_and_report(tmp_path:
     assert Path(report).is_file()
     assert result.report.pull_request == "https://forge.invalid/pr/7"
     assert "https://forge.invalid/pr/7" in result.report_paths["md"].read_text()
+    # The printed URL is kept beside the verified patch, for `patchheal outcome`.
+    store = AttemptStore(str(tmp_path / "db.sqlite3"))
+    try:
+        [row] = store.outcomes("calc")
+    finally:
+        store.close()
+    assert (row.pull_request, row.ci_status, row.step_index) == (
+        "https://forge.invalid/pr/7",
+        "pending",
+        1,
+    )
 
 
 def test_no_pr_without_the_request(tmp_path: Path) -> None:

@@ -306,7 +306,7 @@ def test_manual_handoff_report() -> None:
     report = job(
         status="manual_handoff",
         retryable=False,
-        stop_reason="proposer budget spent: 20000 of 20000 model tokens",
+        stop_reason="step 1 (unit): model token budget of 20000 is spent (20000 used)",
         steps=(
             step(
                 status="not_fixed", attempts=(attempt(1, Outcome.NO_EFFECT),), checkpoint_patch=None
@@ -319,7 +319,7 @@ def test_manual_handoff_report() -> None:
     md = render_markdown(report)
     assert "# patchheal report: ci-4821 — manual_handoff" in md
     assert "a person takes over from here" in md
-    assert "proposer budget spent: 20000 of 20000 model tokens" in md
+    assert "model token budget of 20000 is spent (20000 used)" in md
     runbook = md.split("## Next actions")[1].split("##")[0].strip()
     # The loop's own runbook is printed as given, not padded with generic advice.
     assert runbook == "1. Ask the owner of `src/calc.py` to look at attempt 1."

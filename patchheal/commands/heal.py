@@ -49,6 +49,7 @@ def run_heal(
         from_step=from_step,
         statsd_host=host,
         statsd_port=port,
+        statsd_prefix=state.statsd_prefix,
         say=say,
         open_pr=open_pr,
     )

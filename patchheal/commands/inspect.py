@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from patchheal.runs import DEFAULT_DB
+
+if TYPE_CHECKING:
+    from patchheal.memory.records import StoredAttempt
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -59,16 +62,28 @@ def attempts(job_id: str | None, fingerprint: str | None, as_json: bool, db: str
 @click.argument("attempt_id", type=int)
 @click.option("--diff/--no-diff", default=True, help="print the candidate diff")
 @click.option("--log/--no-log", default=True, help="print the verification log excerpt")
+@click.option(
+    "--diff-against",
+    "other_id",
+    type=int,
+    default=None,
+    metavar="B",
+    help="compare with attempt B: outcomes, then how the two candidates differ",
+)
 @_db_option
-def show(attempt_id: int, diff: bool, log: bool, db: str) -> None:
+def show(attempt_id: int, diff: bool, log: bool, other_id: int | None, db: str) -> None:
     """Show one attempt: candidate, outcome, why, and its verification log."""
     from patchheal.memory.store import AttemptStore
 
     store = AttemptStore(db)
     try:
         row = store.attempt(attempt_id)
+        other = store.attempt(other_id) if other_id is not None else None
     finally:
         store.close()
+    if other is not None:
+        _compare(row, other)
+        return
     click.echo(
         f"attempt {row.id}: job {row.job_id}, step {row.step_index}, attempt {row.attempt_number}"
     )
@@ -85,3 +100,25 @@ def show(attempt_id: int, diff: bool, log: bool, db: str) -> None:
         click.echo("\n--- candidate ---\n" + row.diff.rstrip())
     if log and row.log_excerpt:
         click.echo("\n--- verification log (excerpt) ---\n" + row.log_excerpt.rstrip())
+
+
+def _compare(a: StoredAttempt, b: StoredAttempt) -> None:
+    """`show A --diff-against B`: what changed between two candidates, and what it did."""
+    import difflib
+
+    for row in (a, b):
+        first = row.reason.splitlines()[0] if row.reason.strip() else ""
+        click.echo(f"attempt {row.id}: {row.outcome.value}: {first}")
+    if a.fingerprint != b.fingerprint:
+        click.echo("note: the two attempts are for different failures (fingerprints differ)")
+    if a.normalized_diff_hash and a.normalized_diff_hash == b.normalized_diff_hash:
+        click.echo("the two candidates are the same patch (same normalized diff)")
+        return
+    lines = difflib.unified_diff(
+        b.diff.splitlines(),
+        a.diff.splitlines(),
+        fromfile=f"attempt {b.id} candidate",
+        tofile=f"attempt {a.id} candidate",
+        lineterm="",
+    )
+    click.echo("\n".join(lines))

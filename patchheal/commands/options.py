@@ -24,10 +24,11 @@ class StateArgs:
     as_json: bool
     keep: bool
     statsd: str | None
+    statsd_prefix: str = "task"
 
 
 def state_options(func: F) -> F:
-    """--db, --reports, --state-dir, --json, --keep and --statsd, passed as `state`."""
+    """--db, --reports, --state-dir, --json, --keep, --statsd[-prefix], passed as `state`."""
 
     @functools.wraps(func)
     def wrapper(
@@ -38,9 +39,10 @@ def state_options(func: F) -> F:
         as_json: bool,
         keep: bool,
         statsd: str | None,
+        statsd_prefix: str,
         **kwargs: Any,
     ) -> Any:
-        state = StateArgs(db, reports_dir, state_dir, as_json, keep, statsd)
+        state = StateArgs(db, reports_dir, state_dir, as_json, keep, statsd, statsd_prefix)
         return func(*args, state=state, **kwargs)
 
     decorated: Any = wrapper
@@ -71,6 +73,12 @@ def state_options(func: F) -> F:
             click.option("--keep", is_flag=True, help="keep the run's worktrees for inspection"),
             click.option(
                 "--statsd", default=None, metavar="HOST:PORT", help="send StatsD metrics there"
+            ),
+            click.option(
+                "--statsd-prefix",
+                default="task",
+                show_default=True,
+                help="prefix of every metric name (the seed spec's names start with task.)",
             ),
         ]
     ):

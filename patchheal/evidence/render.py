@@ -93,7 +93,8 @@ def _hints(items: tuple[Hint, ...]) -> str:
     for h in items:
         where = f" in job {h.job_id}" if h.job_id else ""
         out += [
-            f"Strategy `{h.strategy}`, similarity {h.similarity:.2f}{where}:",
+            f"Strategy `{h.strategy}`, similarity {h.similarity:.2f}{where}"
+            + (f"; FAILED in real CI ({h.real_ci}), do not reuse as is:" if h.real_ci else ":"),
             _fence(h.diff, "diff"),
         ]
     return "\n".join(out)

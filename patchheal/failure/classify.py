@@ -253,8 +253,9 @@ def classify(
     if failure.error_type or failure.failing_tests or failure.project_frames:
         evidence = [f"{failure.error_type}: {failure.message.split(chr(10))[0]}".strip(": ")]
         evidence += [f"failing test {t}" for t in failure.failing_tests[:3]]
+        # (Not `.rstrip(" in")`: that strips characters, and ate the end of `mean`.)
         evidence += [
-            f"in-project frame {f.file}:{f.line} in {f.function}".rstrip(" in")
+            f"in-project frame {f.file}:{f.line}" + (f" in {f.function}" if f.function else "")
             for f in failure.project_frames[-2:]
         ]
         return _make(C.CODE_BUG, True, evidence)

@@ -157,7 +157,7 @@ class AttemptRunner:
             "outcome": outcome.value,
         }
         self.metrics.incr("self_heal.attempts_total", tags=tags)
-        self.metrics.timing("step.duration_seconds", record.duration_seconds, tags=tags)
+        self.metrics.duration("step.duration_seconds", record.duration_seconds, tags=tags)
         if outcome is Outcome.TIMEOUT:
             kind_of_timeout = "idle" if "idle" in reason else "wall"
             self.metrics.incr(f"step.{kind_of_timeout}_timeout_total", tags=tags)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import socket
 import threading
@@ -31,12 +32,13 @@ from patchheal.loop.state import JobState
 from patchheal.loop.summary import branch_name, build_report
 from patchheal.memory.store import AttemptStore, LockRow
 from patchheal.models import JobStatus
+from patchheal.report.history import new_run_id, publish_reports
 from patchheal.report.model import JobReport
 from patchheal.runs import DEFAULT_DB, DEFAULT_REPORTS_DIR, DEFAULT_STATE_DIR, RunPaths
 from patchheal.scrub.active import job_scrubber
 from patchheal.scrub.scrubber import Scrubber
 from patchheal.telemetry.events import EventLog
-from patchheal.telemetry.metrics import Metrics
+from patchheal.telemetry.metrics import DEFAULT_PREFIX, Metrics
 from patchheal.workspace.worktrees import JobWorkspace, worktree_diff
 
 LOCK_TTL_SECONDS = 600.0
@@ -54,6 +56,7 @@ class HealOptions:
     from_step: int | None = None
     statsd_host: str | None = None
     statsd_port: int = 8125
+    statsd_prefix: str = DEFAULT_PREFIX
     say: Callable[[str], None] = lambda _message: None
     sleep: Callable[[float], None] = time.sleep
     harness: Harness | None = None
@@ -86,6 +89,7 @@ class HealLoop:
         self.state = JobState(
             spec, harness_reason=options.harness_reason, queue_attempt=options.queue_attempt
         )
+        self.state.run_id = new_run_id(self.state.started)
         self.keep = options.keep_worktrees
         self._reclaimed: list[tuple[LockRow, str]] = []
 
@@ -94,8 +98,6 @@ class HealLoop:
             return self._run()
 
     def _run(self) -> HealResult:
-        from patchheal.report.render import render_reports
-
         self._check_from_step()
         store = AttemptStore(self.options.db)
         failed: Exception | None = None
@@ -117,11 +119,16 @@ class HealLoop:
             finally:
                 store.release_lock(self.job_id)
             report = build_report(self.state)
-            report_paths = render_reports(report, self.options.reports_dir / self.job_id)
+            report_paths = publish_reports(
+                report, self.options.reports_dir, self.state.run_id, scrub=self.scrubber.scrub
+            )
             if self._wants_pull_request():
                 self.state.pull_request = self._open_pull_request(report_paths["md"])
+                _record_pull_request(store, self.job_id, self.state.pull_request)
                 report = build_report(self.state)
-                report_paths = render_reports(report, self.options.reports_dir / self.job_id)
+                report_paths = publish_reports(
+                    report, self.options.reports_dir, self.state.run_id, scrub=self.scrubber.scrub
+                )
         finally:
             store.close()
         if failed is not None:
@@ -165,7 +172,9 @@ class HealLoop:
 
     def _run_locked(self, store: AttemptStore) -> list[Path]:
         events = EventLog(self.paths.events, job_id=self.job_id, scrubber=self.scrubber)
-        metrics = Metrics(self.options.statsd_host, self.options.statsd_port)
+        metrics = Metrics(
+            self.options.statsd_host, self.options.statsd_port, prefix=self.options.statsd_prefix
+        )
         workspace = JobWorkspace(Path(self.spec.job.repo), self.spec.job.base, self.job_id)
         harness: Harness | None = None
         started = False
@@ -335,6 +344,19 @@ class HealLoop:
         workspace.reset(tree, to=head)
         self.state.final_diff = worktree_diff(tree, base=workspace.base_commit)
         self.state.stop(JobStatus.FIXED, f"every step verified; branch {branch}", retryable=False)
+
+
+_URL = re.compile(r"https?://[^\s<>\"']+")
+
+
+def _record_pull_request(store: AttemptStore, job_id: str, printed: str) -> None:
+    """The URL the pull-request command printed, kept beside each verified patch so
+    `patchheal outcome` can tie what real CI says to it."""
+    found = _URL.search(printed)
+    if found is None:
+        return
+    for patch in store.verified_patches(job_id):
+        store.record_outcome(job_id, patch, ci_status="pending", pull_request=found.group(0))
 
 
 @contextlib.contextmanager

@@ -59,10 +59,21 @@ class StepMemory:
 
     def reuse(self, step: StepState) -> AttemptRecord | None:
         """Try each verified fix for this fingerprint not tried in this step yet."""
-        for known in self.store.verified_fixes(step.failure.fingerprint, limit=3):
+        fp = step.failure.fingerprint
+        # A fix that real CI rejected (`patchheal outcome`) is not reused first: the
+        # proposers go ahead, and its hint tells them it failed.
+        failed_in_ci = self.store.failed_in_ci(fp)
+        for known in self.store.verified_fixes(fp, limit=3):
             if known.normalized_diff_hash in self.reused:
                 continue
             self.reused.add(known.normalized_diff_hash)
+            ci = failed_in_ci.get(known.normalized_diff_hash)
+            if ci:
+                self.say(
+                    f"memory: not reusing the fix of job {known.job_id} (attempt "
+                    f"{known.attempt_number}): real CI judged it {ci}"
+                )
+                continue
             self.say(
                 f"memory: trying the fix that verified for this fingerprint before "
                 f"(job {known.job_id}, attempt {known.attempt_number}) first"

@@ -216,6 +216,7 @@ class StepSequence:
         self.state.step_reports[index] = self.state.step_reports[index].model_copy(
             update={"status": StepStatus.NOT_PATCHABLE, "stop_reason": why}
         )
+        self._exhausted(index, JobStatus.NOT_PATCHABLE, why)
         self.state.stop(
             JobStatus.NOT_PATCHABLE,
             why,
@@ -286,23 +287,30 @@ class StepSequence:
     def _stop_step(self, index: int, result: StepResult) -> None:
         step_spec = self.spec.steps[index - 1]
         report = self.state.step_reports[index]
-        if result.status in (StepEnd.EXHAUSTED, StepEnd.STUCK):
-            self.events.emit(
-                "self_heal.exhausted",
-                step_id=step_spec.name,
-                step_index=index,
-                fingerprint=report.failure.fingerprint if report.failure else None,
-                failure_class=report.classification.failure_class.value
-                if report.classification
-                else None,
-                data={"reason": result.reason},
-            )
+        self._exhausted(index, _JOB_STATUS[result.status], result.reason)
         self.state.step_reports[index] = report.model_copy(update={"status": StepStatus.NOT_FIXED})
         self.state.stop(
             _JOB_STATUS[result.status],
             f"step {index} ({step_spec.name}): {result.reason}",
             retryable=result.retryable,
         )
+
+    def _exhausted(self, index: int, status: JobStatus, reason: str) -> None:
+        """Every terminal stop of a step that is not a fix, deterministic ones included
+        (not patchable, hand-off, cancel), is one `self_heal.exhausted` event and counter;
+        `stop` tells them apart."""
+        report = self.state.step_reports[index]
+        fclass = report.classification.failure_class.value if report.classification else None
+        self.events.emit(
+            "self_heal.exhausted",
+            step_id=self.spec.steps[index - 1].name,
+            step_index=index,
+            fingerprint=report.failure.fingerprint if report.failure else None,
+            failure_class=fclass,
+            data={"reason": reason, "stop": status.value},
+        )
+        tags = {"failure_class": fclass or "unclassified", "stop": status.value}
+        self.runner.metrics.incr("self_heal.exhausted_total", tags=tags)
 
     def _stop_by(self, directive: Directive) -> None:
         cancel = directive.action == "cancel"

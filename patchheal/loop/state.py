@@ -33,6 +33,7 @@ class JobState:
     pull_request: str | None = None
     interrupted: bool = False
     queue_attempt: int | None = None
+    run_id: str = ""
 
     @property
     def job_id(self) -> str:

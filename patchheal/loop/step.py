@@ -6,7 +6,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from patchheal.errors import ProposerError, StepTimeout, TransientProposerError
+from patchheal.errors import (
+    ProposerError,
+    StepTimeout,
+    TokenBudgetReached,
+    TransientProposerError,
+)
 from patchheal.evidence.build import build_context
 from patchheal.loop.attempt import VERIFIED_OUTCOMES, AttemptRunner, StepState
 from patchheal.loop.controls import ControlReader, Directive
@@ -125,7 +130,6 @@ class StepHealer:
             tally.spent >= limits.max_attempts
             or tally.candidates >= limits.max_attempts * CANDIDATES_PER_ATTEMPT
         ):
-            self.runner.metrics.incr("self_heal.exhausted_total", tags=self._tags())
             return StepResult(
                 StepEnd.EXHAUSTED,
                 f"attempt budget spent ({tally.spent} verified, {tally.candidates} candidates)",
@@ -180,6 +184,8 @@ class StepHealer:
             self._record_proposer_timeout(step, proposer, str(exc))
             tally.spent += 1
             return None
+        except TokenBudgetReached as exc:
+            return StepResult(StepEnd.MANUAL_HANDOFF, str(exc), attempts=step.attempts)
         except TransientProposerError as exc:
             return StepResult(
                 StepEnd.MANUAL_HANDOFF,
@@ -265,9 +271,15 @@ class StepHealer:
             widen=len(failed) >= 3,
         )
         self.budget.calls += 1
+        allowance = (
+            None if self.budget.max_tokens is None else self.budget.max_tokens - self.budget.tokens
+        )
         candidate = proposer.propose(
             ProposalRequest(
-                context=context, worktree=propose_tree, attempt_number=len(step.attempts) + 1
+                context=context,
+                worktree=propose_tree,
+                attempt_number=len(step.attempts) + 1,
+                token_allowance=allowance,
             )
         )
         if candidate is not None:

@@ -49,6 +49,7 @@ def build_report(state: JobState) -> JobReport:
     spec = state.spec
     return JobReport(
         job_id=state.job_id,
+        run_id=state.run_id,
         repo=spec.job.repo,
         base=spec.job.base,
         base_commit=state.base_commit,

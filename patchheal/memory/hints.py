@@ -10,7 +10,7 @@ from sqlalchemy import func
 from sqlmodel import Session, col, select
 
 from patchheal.memory.records import stored_failure
-from patchheal.memory.tables import AttemptRow, FailureRow
+from patchheal.memory.tables import AttemptRow, FailureRow, OutcomeRow
 from patchheal.models import Failure, Hint, Outcome
 
 # Compare against at most this many recently fixed fingerprints.
@@ -50,6 +50,16 @@ def similar_fixes(
             continue
         fix = session.get(AttemptRow, attempt_id)
         assert fix is not None
+        real_ci = session.execute(
+            select(col(OutcomeRow.outcome))
+            .where(
+                col(OutcomeRow.fingerprint) == fingerprint,
+                col(OutcomeRow.normalized_diff_hash) == fix.normalized_diff_hash,
+                col(OutcomeRow.ci_status) != "pending",
+            )
+            .order_by(col(OutcomeRow.id).desc())
+            .limit(1)
+        ).scalar_one_or_none()
         scored.append(
             Hint(
                 fingerprint=fingerprint,
@@ -57,6 +67,7 @@ def similar_fixes(
                 strategy=fix.strategy,
                 diff=fix.diff,
                 job_id=fix.job_id,
+                real_ci="" if real_ci in (None, Outcome.FIXED.value) else str(real_ci),
             )
         )
     scored.sort(key=lambda h: -h.similarity)

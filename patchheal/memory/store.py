@@ -20,6 +20,7 @@ from patchheal.errors import BadInput
 from patchheal.memory.controls import ControlMixin
 from patchheal.memory.db import resolve_db_url
 from patchheal.memory.locks import LockMixin
+from patchheal.memory.outcomes import OutcomeMixin
 from patchheal.memory.records import (
     StoredAttempt,
     StoredFailure,
@@ -51,7 +52,7 @@ JUDGED = frozenset({Outcome.FIXED, Outcome.NO_EFFECT, Outcome.REGRESSION, Outcom
 _CLAIM_SQL = "SELECT attempt_id FROM claims WHERE fingerprint = ? AND normalized_diff_hash = ?"
 
 
-class AttemptStore(LockMixin, ControlMixin):
+class AttemptStore(LockMixin, ControlMixin, OutcomeMixin):
     """What the loop remembers across steps, runs and jobs."""
 
     def __init__(self, url: str | Path) -> None:

@@ -157,6 +157,26 @@ class LockAuditRow(SQLModel, table=True):
     at: float
 
 
+class OutcomeRow(SQLModel, table=True):
+    """What happened to a verified patch after it left: its pull request and what real CI
+    said. A new table, so an existing store gets it from `create_all` with no migration."""
+
+    __tablename__ = "outcomes"
+    __table_args__ = (Index("ix_outcomes_fp_ndh", "fingerprint", "normalized_diff_hash"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    job_id: str = Field(index=True)
+    step_index: int
+    fingerprint: str
+    normalized_diff_hash: str
+    pull_request: str = ""
+    ci_status: str = Field(default="pending", description="pending (PR opened), pass or fail")
+    outcome: str = Field(default="", description="fixed, no_effect or regression; '' pending")
+    new_fingerprint: str = ""
+    detail: str = _text()
+    recorded_at: float = 0.0
+
+
 ALL_TABLES = [
     JobRow.__table__,  # type: ignore[attr-defined]
     FailureRow.__table__,  # type: ignore[attr-defined]
@@ -165,4 +185,5 @@ ALL_TABLES = [
     ControlRow.__table__,  # type: ignore[attr-defined]
     LockRow.__table__,  # type: ignore[attr-defined]
     LockAuditRow.__table__,  # type: ignore[attr-defined]
+    OutcomeRow.__table__,  # type: ignore[attr-defined]
 ]

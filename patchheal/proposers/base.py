@@ -19,6 +19,9 @@ class ProposalRequest(BaseModel):
     worktree: Path
     """A pristine worktree at the step's starting point; a proposer may edit it."""
     attempt_number: int
+    token_allowance: int | None = None
+    """Model tokens the job has left (prompt and reply together); None: no token budget.
+    A proposer that calls a model must not make a call that could spend more."""
 
 
 @runtime_checkable

@@ -93,14 +93,18 @@ class ChatClient:
             text = text.replace(self._api_key, "[REDACTED]")
         return scrub(text)
 
-    def complete(self, messages: Sequence[dict[str, str]]) -> ChatReply:
-        """Send the messages; retries transient faults, raises ProposerError otherwise."""
+    def complete(
+        self, messages: Sequence[dict[str, str]], *, max_tokens: int | None = None
+    ) -> ChatReply:
+        """Send the messages; retries transient faults, raises ProposerError otherwise.
+
+        `max_tokens` lowers the reply's cap for this call (a token budget nearly spent)."""
         body = json.dumps(
             {
                 "model": self.model,
                 "messages": list(messages),
                 "temperature": self.temperature,
-                "max_tokens": self.max_tokens,
+                "max_tokens": self.max_tokens if max_tokens is None else max_tokens,
                 "stream": False,
             }
         ).encode("utf-8")

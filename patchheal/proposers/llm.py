@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 
 from patchheal.config import JobSpec
-from patchheal.errors import PatchApplyError, ProposerError
+from patchheal.errors import PatchApplyError, ProposerError, TokenBudgetReached
 from patchheal.evidence.build import render_context
 from patchheal.evidence.tokens import count_tokens
 from patchheal.models import Candidate
@@ -56,6 +56,8 @@ An empty SEARCH section creates a new file. If you cannot use SEARCH/REPLACE
 blocks, give a unified diff (--- a/path, +++ b/path, @@ hunks) instead.
 Change only what the fix needs; do not repeat a failed attempt's approach."""
 
+# A reply cap below this cannot carry a patch: the call is not worth its tokens.
+MIN_REPLY_TOKENS = 64
 _REMINDER = "\nReply with STRATEGY, RATIONALE and SEARCH/REPLACE blocks as instructed."
 
 
@@ -101,12 +103,29 @@ class LLMProposer:
             {"role": "user", "content": user},
         ]
         self.last_prompt = user
+        reply_cap = self._reply_cap(request, SYSTEM_PROMPT + user)
         self.calls += 1
-        reply = self._client.complete(messages)
+        reply = self._client.complete(messages, max_tokens=reply_cap)
         tokens = _usage(reply, SYSTEM_PROMPT + user)
         self.tokens_used += tokens
         self.last_reply = self._scrubber.scrub(reply.content)
         return self._candidate(request, reply.content, tokens)
+
+    def _reply_cap(self, request: ProposalRequest, prompt: str) -> int:
+        """The reply's cap for this call: the configured one, lowered so that prompt plus
+        reply fit what the job's token budget has left. The budget is reserved before the
+        call, never found overshot after it."""
+        cap = self.config.max_tokens
+        if request.token_allowance is None:
+            return cap
+        prompt_tokens = count_tokens(prompt)
+        left = request.token_allowance - prompt_tokens
+        if left < MIN_REPLY_TOKENS:
+            raise TokenBudgetReached(
+                f"model token budget: {request.token_allowance} token(s) left, the next "
+                f"prompt alone is {prompt_tokens}; no call made"
+            )
+        return min(cap, left)
 
     def _candidate(self, request: ProposalRequest, content: str, tokens: int) -> Candidate:
         parsed = parse_reply(content)

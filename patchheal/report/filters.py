@@ -150,15 +150,36 @@ def tail(text: str, max_lines: int = 40) -> str:
     return f"[… {cut} earlier line(s) omitted …]\n" + "\n".join(lines[-max_lines:])
 
 
+WHY_LIMIT = 200
+
+
+def _short(line: str) -> str:
+    line = line.strip()
+    return line if len(line) <= WHY_LIMIT else line[: WHY_LIMIT - 1] + "…"
+
+
 def why(attempt: AttemptRecord) -> str:
-    """Why an attempt ended: its recorded reason, else the telling line of its log excerpt."""
-    if attempt.reason.strip():
-        return one_line(attempt.reason)
+    """Why an attempt ended, in one line: the first line of its recorded reason (a git
+    error dump is folded under the attempt, not printed here), else the telling line
+    of its log excerpt."""
+    reason_lines = [line for line in attempt.reason.splitlines() if line.strip()]
+    if reason_lines:
+        return _short(reason_lines[0])
     lines = [line.strip() for line in attempt.log_excerpt.splitlines() if line.strip()]
     for line in reversed(lines):
         if _ERRORISH.search(line):
-            return line[:300]
-    return lines[-1][:300] if lines else ""
+            return _short(line)
+    return _short(lines[-1]) if lines else ""
+
+
+def diff_only(text: str) -> str:
+    """A candidate's diff without what a patch file carries before it (mail headers,
+    comments): the report shows the change, from its first `diff --git` or `---` line."""
+    lines = text.replace("\r\n", "\n").split("\n")
+    for i, line in enumerate(lines):
+        if line.startswith(("diff --git ", "--- ")):
+            return "\n".join(lines[i:])
+    return text
 
 
 FILTERS = {
@@ -175,4 +196,5 @@ FILTERS = {
     "percent": percent,
     "tail": tail,
     "why": why,
+    "diff_only": diff_only,
 }

@@ -8,10 +8,18 @@ re-rendered from its own `report.json` alone.
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_serializer,
+    field_validator,
+)
 
 from patchheal.errors import BadInput, validation_problems
 from patchheal.models import AttemptRecord, Classification, Failure, JobStatus, StepStatus
@@ -46,6 +54,7 @@ class JobReport(_Model):
     """Everything the root-cause report says about one job run."""
 
     job_id: str
+    run_id: str = Field("", description="this run's directory under reports/<job-id>/")
     repo: str
     base: str = Field(description="the base ref as the job spec names it")
     base_commit: str = Field(description="the commit the base ref resolved to")
@@ -73,6 +82,22 @@ class JobReport(_Model):
     queue_attempt: int | None = Field(
         None, description="the queue-level attempt, 1-based, when a `patchheal worker` ran it"
     )
+
+    @field_validator("started_at", "finished_at", mode="before")
+    @classmethod
+    def _from_iso(cls, value: object) -> object:
+        # report.json carries ISO 8601 times; older files carry Unix seconds. Both read.
+        if isinstance(value, str):
+            try:
+                return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+            except ValueError:
+                return value  # pydantic names the field and the bad value
+        return value
+
+    @field_serializer("started_at", "finished_at", when_used="json")
+    def _to_iso(self, value: float) -> str:
+        # Microseconds kept, so a report read back has the very same times.
+        return datetime.fromtimestamp(value, UTC).isoformat().replace("+00:00", "Z")
 
     @field_validator("totals")
     @classmethod

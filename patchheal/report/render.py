@@ -31,7 +31,7 @@ MARKDOWN_TEMPLATE = "report.md.j2"
 HTML_TEMPLATE = "report.html.j2"
 
 
-def _default_scrub() -> Scrub:
+def default_scrub() -> Scrub:
     from patchheal.scrub.active import current
 
     # Resolved once per rendering: a report has thousands of small strings, and
@@ -41,7 +41,8 @@ def _default_scrub() -> Scrub:
 
 
 @lru_cache(maxsize=1)
-def _environment() -> Environment:
+def environment() -> Environment:
+    """The templates' Jinja environment (built once): filters, autoescape for HTML."""
     import jinja2
 
     env = jinja2.Environment(
@@ -69,7 +70,7 @@ def _scrub_value(value: Any, scrub: Scrub) -> Any:
 
 def scrub_report(report: JobReport, scrub: Scrub | None = None) -> JobReport:
     """A copy of the report with every string (keys too) passed through the scrubber."""
-    scrub = scrub or _default_scrub()
+    scrub = scrub or default_scrub()
     data = _scrub_value(report.model_dump(mode="json"), scrub)
     return JobReport.model_validate(data)
 
@@ -87,7 +88,10 @@ def _context(report: JobReport) -> dict[str, Any]:
     totals = report.totals or {o.value: counts[o] for o in Outcome if counts[o]}
     return {
         "report": report,
-        "status_meaning": wording.STATUS_MEANING[report.status],
+        "status_meaning": wording.headline(report),
+        "attempt_class_meaning": wording.ATTEMPT_CLASS_MEANING,
+        "check_locally": wording.check_locally(report),
+        "reproduce": wording.reproduce_in_harness(report),
         "step_status": wording.STEP_STATUS_MEANING,
         "outcome_meaning": {o.value: m for o, m in wording.OUTCOME_MEANING.items()},
         "legend": [(o.value, wording.OUTCOME_MEANING[o]) for o in Outcome if o in present],
@@ -104,7 +108,7 @@ def _context(report: JobReport) -> dict[str, Any]:
 
 
 def _render_clean(template: str, clean: JobReport, scrub: Scrub) -> str:
-    return scrub(_environment().get_template(template).render(_context(clean)))
+    return scrub(environment().get_template(template).render(_context(clean)))
 
 
 def _json_clean(clean: JobReport, scrub: Scrub) -> str:
@@ -122,19 +126,19 @@ def _json_clean(clean: JobReport, scrub: Scrub) -> str:
 
 def render_markdown(report: JobReport, *, scrub: Scrub | None = None) -> str:
     """The GitHub-flavoured Markdown report, scrubbed."""
-    scrub = scrub or _default_scrub()
+    scrub = scrub or default_scrub()
     return _render_clean(MARKDOWN_TEMPLATE, scrub_report(report, scrub), scrub)
 
 
 def render_html(report: JobReport, *, scrub: Scrub | None = None) -> str:
     """The self-contained HTML report (inline CSS, no scripts), autoescaped and scrubbed."""
-    scrub = scrub or _default_scrub()
+    scrub = scrub or default_scrub()
     return _render_clean(HTML_TEMPLATE, scrub_report(report, scrub), scrub)
 
 
 def render_json(report: JobReport, *, scrub: Scrub | None = None) -> str:
     """The report.json text: the scrubbed model plus `"schema": "patchheal.report/1"`."""
-    scrub = scrub or _default_scrub()
+    scrub = scrub or default_scrub()
     return _json_clean(scrub_report(report, scrub), scrub)
 
 
@@ -146,7 +150,7 @@ def render_reports(
     `scrub` defaults to `patchheal.scrub.scrubber.scrub`; pass a job's `Scrubber` method
     to also mask that job's secret environment values.
     """
-    scrub = scrub or _default_scrub()
+    scrub = scrub or default_scrub()
     clean = scrub_report(report, scrub)
     texts = {
         "md": _render_clean(MARKDOWN_TEMPLATE, clean, scrub),

@@ -6,6 +6,9 @@ thing, and the runbook a report ends with.
 
 from __future__ import annotations
 
+import re
+import shlex
+
 from patchheal.models import FailureClass, Outcome
 from patchheal.report.model import JobReport
 
@@ -21,6 +24,128 @@ STATUS_MEANING: dict[str, str] = {
     "taken_over": "An operator took over; automation stopped and left the worktree to them.",
     "error": "patchheal stopped on an error that is not the step's own failure.",
 }
+
+# The headline of a report: (status, a pattern of the loop's own stop reason) → what
+# happened, in words. First match wins; every stop reason the loop writes has a row
+# (tests/test_report_wording.py walks them all), the last row of a status is its fallback.
+HEADLINES: tuple[tuple[str, str, str], ...] = (
+    ("fixed", "", "Every failing step was fixed, and the patch verified in the harness."),
+    (
+        "not_fixed",
+        r"attempt budget spent",
+        "The attempt budget ran out: every candidate that was verified failed, "
+        "none fixed the step.",
+    ),
+    (
+        "not_fixed",
+        r"no progress in",
+        "The proposers kept offering patches that were already tried (no progress), and "
+        "hard resets did not help.",
+    ),
+    ("not_fixed", "", "The run ended without a verified fix."),
+    (
+        "manual_handoff",
+        r"run out of candidates",
+        "Every proposer ran out of new candidates before a fix verified; a person takes over "
+        "from here. No budget was exhausted.",
+    ),
+    (
+        "manual_handoff",
+        r"wall time",
+        "The job's wall-time budget is spent before a fix verified; a person takes over from here.",
+    ),
+    (
+        "manual_handoff",
+        r"proposer budget of",
+        "The job's budget of proposer calls is spent before a fix verified; a person takes over "
+        "from here.",
+    ),
+    (
+        "manual_handoff",
+        r"token budget",
+        "The job's model-token budget is spent before a fix verified; a person takes over "
+        "from here.",
+    ),
+    (
+        "manual_handoff",
+        r"proposer unavailable",
+        "The proposer could not be reached (its service was down or refused); the job can be "
+        "retried later.",
+    ),
+    (
+        "manual_handoff",
+        r"proposer failed",
+        "The proposer failed in a way a retry does not fix; a person takes over from here.",
+    ),
+    ("manual_handoff", "", "The run handed the job to a person before a fix verified."),
+    (
+        "not_patchable",
+        r"passes on its starting point",
+        "The step passes on its starting point in the harness: there is nothing to heal.",
+    ),
+    (
+        "not_patchable",
+        "",
+        "The failure is not one a code patch can fix, so no patch was tried.",
+    ),
+    (
+        "cancelled",
+        r"interrupted",
+        "The run was interrupted (Ctrl-C or SIGTERM) before it finished; its state is saved.",
+    ),
+    ("cancelled", "", "An operator cancelled the run; its state is saved."),
+    (
+        "taken_over",
+        "",
+        "An operator took over; automation stopped and left the worktree to them.",
+    ),
+    ("error", "", "patchheal stopped on an error that is not the step's own failure."),
+)
+
+
+def headline(report: JobReport) -> str:
+    """The report's first sentence: what happened, for this status and stop reason."""
+    for status, pattern, sentence in HEADLINES:
+        if status == report.status and re.search(pattern, report.stop_reason):
+            return sentence
+    return STATUS_MEANING[report.status]
+
+
+# The attempt classes are the loop's words; a reader gets these.
+ATTEMPT_CLASS_MEANING: dict[str, str] = {
+    "recovered": "fixed the step",
+    "code_bug": "the patch ran and did not fix it",
+    "transient_runtime": "the run broke for a passing reason (timeout, harness); may be retried",
+    "stuck_no_progress": "a repeat of a patch already tried; not run",
+    "deterministic_policy": "refused by the policy gate; not run",
+    "deterministic_contract": "not a patch that applies; not run",
+}
+
+
+def check_locally(report: JobReport) -> tuple[str, ...]:
+    """The exact commands that check the verified branch on one's own machine."""
+    if report.status != "fixed" or not report.branch:
+        return ()
+    tree = f"/tmp/patchheal-check-{report.job_id}"
+    commands = [
+        f"git -C {shlex.quote(report.repo)} worktree add {shlex.quote(tree)} "
+        f"{shlex.quote(report.branch)}",
+        f"cd {shlex.quote(tree)}",
+    ]
+    commands += [step.command for step in report.steps]
+    return tuple(commands)
+
+
+def reproduce_in_harness(report: JobReport) -> tuple[str, ...]:
+    """`patchheal harness run` of each step that failed, on the base commit the job started at."""
+    ref = report.base_commit or report.base
+    return tuple(
+        f"patchheal harness run {shlex.quote(report.harness)} --repo {shlex.quote(report.repo)} "
+        f"--ref {shlex.quote(ref)} -- sh -c {shlex.quote(step.command)}"
+        for step in report.steps
+        if step.failure is not None
+    )
+
 
 STEP_STATUS_MEANING: dict[str, str] = {
     "fixed": "fixed and verified",
@@ -116,4 +241,11 @@ def runbook(report: JobReport) -> tuple[str, ...]:
             for action in step.classification.next_actions
         ]
         candidates += _status_actions(report)
+    tests = [t for step in report.steps if step.failure for t in step.failure.failing_tests]
+    if tests:
+        # The class runbooks say TEST_ID; this job knows which test it is.
+        candidates = [a.replace("TEST_ID", shlex.quote(tests[0])) for a in candidates]
+    if report.status == "fixed":
+        # "heal it" after a heal is advice for a job that is not done.
+        candidates = [a for a in candidates if "patchheal heal" not in a]
     return tuple(dict.fromkeys(a.strip() for a in candidates if a.strip()))

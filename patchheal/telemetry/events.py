@@ -16,7 +16,7 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from pydantic_core import to_jsonable_python
 
 from patchheal.errors import StoreIntegrityError, validation_problems
@@ -44,6 +44,10 @@ EVENT_TYPES: frozenset[str] = frozenset(
         "lock.reclaimed",
     }
 )
+# The seed spec names events `task.<name>` (`task.self_heal.exhausted`). The log is
+# written with that prefix; code compares the short names, and reading strips the
+# prefix, so logs written before it (no prefix) replay the same.
+EVENT_PREFIX = "task."
 # Fields with a column of their own; any other keyword of emit() goes into `data`.
 COLUMNS = (
     "step_id",
@@ -74,6 +78,11 @@ class Event(BaseModel):
     diff_hash: str | None = None
     strategy: str | None = None
     data: dict[str, Any] = {}
+
+    @field_validator("type")
+    @classmethod
+    def _short_type(cls, value: str) -> str:
+        return value.removeprefix(EVENT_PREFIX)
 
 
 def _repair_tail(path: Path) -> None:
@@ -162,7 +171,8 @@ class EventLog:
             data=clean["data"],
             **clean["columns"],
         )
-        line = (event.model_dump_json() + "\n").encode()
+        on_disk = event.model_copy(update={"type": EVENT_PREFIX + event.type})
+        line = (on_disk.model_dump_json() + "\n").encode()
         view = memoryview(line)
         while view:
             written = os.write(self._fd, view)

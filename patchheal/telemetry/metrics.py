@@ -30,10 +30,19 @@ def _format(name: str, value: str, kind: str, tags: Mapping[str, str] | None) ->
     return line.encode()
 
 
-class Metrics:
-    """Counters and timers for the loop; `host=None` disables them."""
+# The seed spec's metric names start with `task.` (`task.self_heal.attempts_total`).
+DEFAULT_PREFIX = "task"
 
-    def __init__(self, host: str | None = None, port: int = 8125, *, prefix: str = "") -> None:
+
+class Metrics:
+    """Counters and durations for the loop; `host=None` disables them.
+
+    Every name is sent as `<prefix>.<name>`; the prefix defaults to the seed's `task`.
+    """
+
+    def __init__(
+        self, host: str | None = None, port: int = 8125, *, prefix: str = DEFAULT_PREFIX
+    ) -> None:
         self.prefix = f"{prefix.rstrip('.')}." if prefix else ""
         self._sock: socket.socket | None = None
         self._address: Any = None  # an (host, port[, flow, scope]) tuple from getaddrinfo
@@ -59,10 +68,17 @@ class Metrics:
         if self._sock is not None:
             self._send(name, lambda: str(int(value)), "c", tags)
 
-    def timing(self, name: str, seconds: float, *, tags: Mapping[str, str] | None = None) -> None:
-        """A timer, sent in milliseconds as StatsD expects."""
+    def duration(self, name: str, seconds: float, *, tags: Mapping[str, str] | None = None) -> None:
+        """A duration in the unit its name says: `*_seconds` as a histogram of seconds,
+        `*_ms` as a StatsD timer in milliseconds. Any other name is a programming error."""
+        if name.endswith("_seconds"):
+            value, kind = (lambda: f"{float(seconds):.6f}"), "h"
+        elif name.endswith("_ms"):
+            value, kind = (lambda: f"{float(seconds) * 1000:.3f}"), "ms"
+        else:
+            raise ValueError(f"metric {name!r}: a duration's name ends in _seconds or _ms")
         if self._sock is not None:
-            self._send(name, lambda: f"{float(seconds) * 1000:.3f}", "ms", tags)
+            self._send(name, value, kind, tags)
 
     def close(self) -> None:
         if self._sock is not None:

@@ -1,0 +1,160 @@
+"""Every stop reason the loop writes gets its own, correct headline in the report.
+
+The reasons below are the loop's own texts (loop/step.py, loop/sequence.py,
+loop/controller.py); a reason whose wording changes there must get a row here.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from patchheal.models import Outcome
+from patchheal.report import render_html, render_markdown
+from patchheal.report.filters import diff_only, why
+from patchheal.report.wording import check_locally, headline, reproduce_in_harness, runbook
+from tests.test_report import DIFF, attempt, job, step
+
+# (status, the loop's stop reason, a phrase only the right headline has, phrases it must not say)
+STOPS = [
+    ("fixed", "every step verified; branch patchheal/local/ci-4821", "patch verified", ()),
+    (
+        "not_fixed",
+        "step 1 (unit): attempt budget spent (3 verified, 5 candidates)",
+        "attempt budget ran out",
+        ("no progress",),
+    ),
+    (
+        "not_fixed",
+        "step 1 (unit): no progress in 3 attempts in a row and 1 hard reset(s) done",
+        "already tried (no progress)",
+        ("budget",),
+    ),
+    (
+        "manual_handoff",
+        "step 1 (unit): every proposer has run out of candidates",
+        "ran out of new candidates",
+        ("budget is spent", "budget of"),
+    ),
+    (
+        "manual_handoff",
+        "step 1 (unit): job wall time of 60 s is spent",
+        "wall-time budget is spent",
+        ("token",),
+    ),
+    (
+        "manual_handoff",
+        "step 1 (unit): proposer budget of 5 calls is spent",
+        "proposer calls is spent",
+        ("token",),
+    ),
+    (
+        "manual_handoff",
+        "step 1 (unit): model token budget of 1500 is spent (1500 used)",
+        "model-token budget is spent",
+        ("wall",),
+    ),
+    (
+        "manual_handoff",
+        "step 1 (unit): proposer unavailable: 503 Service Unavailable",
+        "could not be reached",
+        ("budget",),
+    ),
+    (
+        "manual_handoff",
+        "step 1 (unit): proposer failed: bad reply",
+        "a retry does not fix",
+        ("budget",),
+    ),
+    (
+        "not_patchable",
+        "not patched: classified infra_issue",
+        "not one a code patch can fix",
+        ("budget",),
+    ),
+    (
+        "not_patchable",
+        "the step passes on its starting point: nothing to heal",
+        "nothing to heal",
+        ("not one a code patch",),
+    ),
+    (
+        "cancelled",
+        "interrupted (Ctrl-C or SIGTERM); resume with --resume",
+        "interrupted (Ctrl-C or SIGTERM)",
+        ("operator",),
+    ),
+    ("cancelled", "step 1 (unit): cancel by alice", "operator cancelled", ("SIGTERM",)),
+    ("taken_over", "step 1 (unit): takeover by bob", "operator took over", ("cancelled",)),
+    ("error", "RuntimeError: boom", "error that is not the step's own", ()),
+]
+
+
+@pytest.mark.parametrize(("status", "reason", "says", "never"), STOPS)
+def test_every_stop_reason_has_its_own_headline(
+    status: str, reason: str, says: str, never: tuple[str, ...]
+) -> None:
+    report = job(status=status, stop_reason=reason)
+    sentence = headline(report)
+    assert says in sentence
+    for wrong in never:
+        assert wrong not in sentence
+    assert sentence in render_markdown(report)
+
+
+def test_headlines_differ_for_every_stop_reason() -> None:
+    sentences = [headline(job(status=s, stop_reason=r)) for s, r, _, _ in STOPS]
+    assert len(set(sentences)) == len(sentences)
+
+
+def test_requeue_and_class_never_contradict_each_other() -> None:
+    """Invariant: the report does not say "retryable" about the class beside "no" for the
+    job (the job's requeue flag and the class's patchability are different questions)."""
+    md = render_markdown(job(retryable=False))
+    assert "retryable" not in md
+    assert "| Requeue | no: a rerun of the same job would stop the same way |" in md
+    assert "(a code patch may fix it)" in md
+
+
+def test_fixed_report_prints_the_local_check_and_the_harness_reproduction() -> None:
+    report = job()
+    assert check_locally(report) == (
+        "git -C /srv/repos/calc worktree add /tmp/patchheal-check-ci-4821 patchheal/local/ci-4821",
+        "cd /tmp/patchheal-check-ci-4821",
+        "pytest -q tests/test_calc.py",
+    )
+    assert reproduce_in_harness(report) == (
+        "patchheal harness run python --repo /srv/repos/calc "
+        "--ref 0123456789abcdef0123456789abcdef01234567 -- sh -c 'pytest -q tests/test_calc.py'",
+    )
+    md = render_markdown(report)
+    assert md.index("Check it locally") < md.index("## Failure summary")
+    assert "Where the fix is: branch `patchheal/local/ci-4821`" in md
+    assert check_locally(job(status="not_fixed", branch=None)) == ()
+
+
+def test_runbook_names_the_known_test_and_gives_no_heal_advice_after_a_fix() -> None:
+    actions = ("Reproduce the failing test alone: `pytest -x TEST_ID`.",)
+    not_fixed = job(status="not_fixed", branch=None, next_actions=actions)
+    assert runbook(not_fixed) == (
+        "Reproduce the failing test alone: `pytest -x tests/test_calc.py::test_mean_empty`.",
+    )
+    fixed = job(next_actions=("Continue: `patchheal heal JOB.toml --resume`.", "Review it."))
+    assert runbook(fixed) == ("Review it.",)
+
+
+def test_why_is_one_line_and_the_raw_errors_are_folded() -> None:
+    dump = "\n".join(
+        f"error: patch failed: src/calc.py:{n}\nerror: /tmp/wt/gone/src/calc.py: does not exist"
+        for n in range(4)
+    )
+    record = attempt(1, Outcome.APPLY_FAILED, reason=dump)
+    assert why(record) == "error: patch failed: src/calc.py:0"
+    html = render_html(job(steps=(step(attempts=(record,)),)))
+    assert "<summary>Raw errors</summary>" in html
+
+
+def test_candidate_diffs_drop_the_patch_files_header() -> None:
+    patch_file = "From: a proposer\nSubject: guard mean\n# a comment\n" + DIFF
+    assert diff_only(patch_file) == DIFF
+    md = render_markdown(job(steps=(step(attempts=(attempt(1, Outcome.FIXED, diff=patch_file),)),)))
+    assert "Subject: guard mean" not in md
