@@ -124,8 +124,9 @@ def heal(
     Exit codes: 0 fixed, 1 not fixed (report written), 2 bad input,
     3 harness unavailable, 130 interrupted (resumable with --resume).
     """
-    from patchheal.config import build_spec, load_spec, spec_from_flags, spec_to_toml
+    from patchheal.config import build_spec, load_spec
     from patchheal.errors import BadInput
+    from patchheal.intake.toml import spec_from_flags, spec_to_toml
 
     overrides = _budget_overrides(budget)
     if harness is not None:
