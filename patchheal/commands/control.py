@@ -27,17 +27,21 @@ def control(job_id: str, command: str, step: int | None, db: str) -> None:
     resume-from-step takes the step number N. Every command is recorded with
     who issued it and when.
     """
+    from patchheal.errors import BadInput
     from patchheal.loop.controls import issuer, validate
     from patchheal.memory.store import AttemptStore
 
     validate(command, step)
-    store = AttemptStore(db)
+    store = AttemptStore(db, create=False)
     try:
-        job = store.job(job_id)
-        if job is None:
-            click.echo(
-                f"warning: no job {job_id!r} in {db} yet; the command waits for it", err=True
-            )
+        # A command queued for no live run would wait, then steer (or block)
+        # the job's next run long after the operator meant it: refuse it now.
+        lock = next((lk for lk in store.list_locks() if lk.job_id == job_id), None)
+        if lock is None:
+            raise BadInput(f"job {job_id!r} has no running heal in {db}; nothing queued")
+        state, evidence = store.lock_state(lock)
+        if state != "live":
+            raise BadInput(f"job {job_id!r} has no live run in {db} ({evidence}); nothing queued")
         control_id = store.enqueue_control(job_id, command, arg=step, issued_by=issuer())
     finally:
         store.close()

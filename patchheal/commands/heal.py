@@ -30,6 +30,7 @@ def run_heal(
     from patchheal.errors import EXIT_INTERRUPTED, Interrupted
     from patchheal.loop.controller import HealLoop, HealOptions
     from patchheal.loop.summary import json_summary
+    from patchheal.runs import state_dir_for
 
     host, port = parse_statsd(state.statsd)
 
@@ -37,7 +38,7 @@ def run_heal(
         click.echo(f"[{spec.job.id}] {message}", err=True)
 
     options = HealOptions(
-        state_dir=Path(state.state_dir),
+        state_dir=state_dir_for(state.db, state.state_dir),
         db=state.db,
         reports_dir=Path(state.reports_dir),
         keep_worktrees=state.keep,

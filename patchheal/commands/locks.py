@@ -34,7 +34,7 @@ def locks(apply: bool, force: bool, grace_seconds: float, db: str) -> None:
     from patchheal.memory.locks import describe
     from patchheal.memory.store import AttemptStore
 
-    with AttemptStore(db) as store:
+    with AttemptStore(db, create=False) as store:
         held = store.list_locks()
         if not held:
             click.echo("no locks")
