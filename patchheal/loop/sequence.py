@@ -303,6 +303,7 @@ class StepSequence:
             f"step {index} ({step_spec.name}): {result.reason}",
             retryable=result.retryable,
         )
+        self.state.infra_unavailable = result.infra_unavailable
 
     def _stop_by(self, directive: Directive) -> None:
         cancel = directive.action == "cancel"

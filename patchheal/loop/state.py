@@ -32,6 +32,8 @@ class JobState:
     base_commit: str = ""
     pull_request: str | None = None
     interrupted: bool = False
+    infra_unavailable: bool = False
+    """It stopped because infrastructure could not be reached: exit 3, not 1."""
 
     @property
     def job_id(self) -> str:
