@@ -58,13 +58,7 @@ def batch(
     for path in chosen:
         try:
             spec = load_spec(path)
-            codes.append(
-                run_heal(
-                    spec,
-                    spec_to_toml(spec),
-                    state,
-                )
-            )
+            codes.append(run_heal(spec, spec_to_toml(spec), state, json_lines=True))
         except PatchhealError as exc:
             click.echo(f"{path}: {exc}", err=True)
             codes.append(exc.exit_code)

@@ -25,6 +25,7 @@ def run_heal(
     resume: bool = False,
     from_step: int | None = None,
     open_pr: bool = False,
+    json_lines: bool = False,
 ) -> int:
     """Heal one validated spec and print where the results are. Returns the exit code."""
     from patchheal.errors import EXIT_INTERRUPTED, Interrupted
@@ -33,6 +34,8 @@ def run_heal(
     from patchheal.runs import state_dir_for
 
     host, port = parse_statsd(state.statsd)
+    # One document per heal; `batch --json` prints one per line (JSON lines).
+    indent = None if json_lines else 2
 
     def say(message: str) -> None:
         click.echo(f"[{spec.job.id}] {message}", err=True)
@@ -56,11 +59,12 @@ def run_heal(
         click.echo(f"patchheal: {exc}", err=True)
         partial = getattr(exc, "result", None)
         if state.as_json and partial is not None:
-            click.echo(json.dumps(json_summary(partial.report, partial.report_paths), indent=2))
+            summary = json_summary(partial.report, partial.report_paths)
+            click.echo(json.dumps(summary, indent=indent))
         sys.exit(EXIT_INTERRUPTED)
     report = result.report
     if state.as_json:
-        click.echo(json.dumps(json_summary(report, result.report_paths), indent=2))
+        click.echo(json.dumps(json_summary(report, result.report_paths), indent=indent))
     else:
         click.echo(
             f"job {report.job_id}: {report.status}"

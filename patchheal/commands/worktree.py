@@ -15,12 +15,20 @@ def worktree() -> None:
 
 
 @worktree.command("list")
-def list_() -> None:
+@click.option("--json", "as_json", is_flag=True, help="one JSON object per line")
+def list_(as_json: bool) -> None:
     """List the worktrees patchheal holds, per job."""
+    import json
+
     from patchheal.workspace.worktrees import worktree_root
 
     root = worktree_root()
     found = sorted(p for p in root.glob("*/wt/*") if p.is_dir()) if root.is_dir() else []
+    if as_json:
+        for path in found:
+            row = {"job_id": path.parent.parent.name, "name": path.name, "path": str(path)}
+            click.echo(json.dumps(row))
+        return
     if not found:
         click.echo(f"no worktrees under {root}")
         return
