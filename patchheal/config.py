@@ -188,7 +188,19 @@ class JobSpec(_Spec):
 
 
 def _format_errors(error: ValidationError, source: str) -> str:
-    return "\n  ".join([f"invalid job spec {source}:", *validation_problems(error)])
+    problems = validation_problems(error)
+    # pydantic's words for a discriminated union ("Input tag ... found using 'kind'")
+    # become the spec's: which kinds there are.
+    for i, item in enumerate(error.errors()):
+        where = ".".join(str(part) for part in item["loc"])
+        ctx = item.get("ctx", {})
+        if item["type"] == "union_tag_invalid":
+            problems[i] = f"{where}: unknown kind {ctx.get('tag')!r}; known: " + ctx.get(
+                "expected_tags", ""
+            ).replace("'", "")
+        elif item["type"] == "union_tag_not_found":
+            problems[i] = f"{where}: needs a kind (patchfiles, llm, agent or scripted)"
+    return "\n  ".join([f"invalid job spec {source}:", *problems])
 
 
 def _deep_merge(low: dict[str, Any], high: dict[str, Any]) -> dict[str, Any]:

@@ -99,3 +99,24 @@ def test_malformed_specs_are_refused_clearly(
     assert failures == [], "\n".join(failures[:30])
     assert sum(tally.values()) == CASES >= 500
     assert tally["refused"] + tally["refused when used"] > CASES // 2
+
+
+@pytest.mark.parametrize(
+    ("proposer", "message"),
+    [
+        ({"kind": "llmm"}, "unknown kind 'llmm'; known: patchfiles, llm, agent, scripted"),
+        ({"dir": "x"}, "needs a kind (patchfiles, llm, agent or scripted)"),
+    ],
+)
+def test_a_typo_in_the_proposer_kind_is_named_in_the_specs_words(
+    tmp_path: Path, proposer: dict[str, str], message: str
+) -> None:
+    """Regression: a typo'd kind answered "Input tag 'llmm' found using 'kind' does not
+    match any of the expected tags"."""
+    from patchheal.config import build_spec
+    from patchheal.errors import SpecError
+
+    data = {**valid_spec(tmp_path), "proposer": proposer}
+    with pytest.raises(SpecError) as caught:
+        build_spec(data, source="job.toml", base_dir=tmp_path)
+    assert f"proposer: {message}" in str(caught.value)
