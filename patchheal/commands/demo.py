@@ -120,7 +120,9 @@ def demo(
         ),
         encoding="utf-8",
     )
-    if not state.as_json:
+    from patchheal.commands.options import verbosity
+
+    if not state.as_json and verbosity() >= 0:
         click.echo(f"demo: example repository {repo} (a real bug, a failing pytest test)")
         click.echo(f"demo: job spec {job_file}")
     spec = load_spec(job_file)

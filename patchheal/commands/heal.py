@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from patchheal.commands.options import StateArgs, parse_statsd, state_options
+from patchheal.commands.options import StateArgs, parse_statsd, state_options, verbosity
 
 
 def _budget_overrides(values: dict[str, Any]) -> dict[str, Any]:
@@ -28,6 +28,7 @@ def run_heal(
     json_lines: bool = False,
 ) -> int:
     """Heal one validated spec and print where the results are. Returns the exit code."""
+    from patchheal.commands.progress import Progress
     from patchheal.errors import EXIT_INTERRUPTED, Interrupted
     from patchheal.loop.controller import HealLoop, HealOptions
     from patchheal.loop.summary import json_summary
@@ -37,9 +38,7 @@ def run_heal(
     # One document per heal; `batch --json` prints one per line (JSON lines).
     indent = None if json_lines else 2
 
-    def say(message: str) -> None:
-        click.echo(f"[{spec.job.id}] {message}", err=True)
-
+    progress = Progress(spec.job.id, verbosity=verbosity())
     options = HealOptions(
         state_dir=state_dir_for(state.db, state.state_dir),
         db=state.db,
@@ -49,11 +48,12 @@ def run_heal(
         from_step=from_step,
         statsd_host=host,
         statsd_port=port,
-        say=say,
+        say=progress.say,
         open_pr=open_pr,
     )
     try:
-        result = HealLoop(spec, spec_toml, options).run()
+        with progress:
+            result = HealLoop(spec, spec_toml, options).run()
     except Interrupted as exc:
         # Said here: click turns any KeyboardInterrupt into a bare "Aborted".
         click.echo(f"patchheal: {exc}", err=True)
@@ -66,8 +66,10 @@ def run_heal(
     if state.as_json:
         click.echo(json.dumps(json_summary(report, result.report_paths), indent=indent))
     else:
+        # Coloured on a terminal only (click strips styles otherwise; NO_COLOR turns them off).
+        colour = "green" if result.exit_code == 0 else "red"
         click.echo(
-            f"job {report.job_id}: {report.status}"
+            f"job {report.job_id}: {click.style(str(report.status), fg=colour, bold=True)}"
             + (" (retryable)" if report.retryable else "")
             + (f" — {report.stop_reason}" if report.stop_reason else "")
         )

@@ -79,6 +79,13 @@ def state_options(func: F) -> F:
     return decorated  # type: ignore[no-any-return]
 
 
+def verbosity() -> int:
+    """-1 with `patchheal -q`, 0 by default, 1+ with `-v`/`-vv` (the root group's options)."""
+    ctx = click.get_current_context(silent=True)
+    obj = ctx.find_root().obj if ctx is not None else None
+    return int(obj.get("verbosity", 0)) if isinstance(obj, dict) else 0
+
+
 def parse_statsd(value: str | None) -> tuple[str | None, int]:
     if not value:
         return None, 8125
