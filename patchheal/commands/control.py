@@ -21,7 +21,12 @@ from patchheal.runs import DEFAULT_DB
     show_default=True,
     help="the attempt store the job runs against",
 )
-def control(job_id: str, command: str, step: int | None, db: str) -> None:
+@click.option(
+    "--next-run",
+    is_flag=True,
+    help="the job has no live run: queue COMMAND for its next run (e.g. a pause before a --resume)",
+)
+def control(job_id: str, command: str, step: int | None, db: str, next_run: bool) -> None:
     """Queue COMMAND for JOB_ID; the loop applies it before its next attempt.
 
     resume-from-step takes the step number N. Every command is recorded with
@@ -37,11 +42,12 @@ def control(job_id: str, command: str, step: int | None, db: str) -> None:
         # A command queued for no live run would wait, then steer (or block)
         # the job's next run long after the operator meant it: refuse it now.
         lock = next((lk for lk in store.list_locks() if lk.job_id == job_id), None)
-        if lock is None:
-            raise BadInput(f"job {job_id!r} has no running heal in {db}; nothing queued")
-        state, evidence = store.lock_state(lock)
-        if state != "live":
-            raise BadInput(f"job {job_id!r} has no live run in {db} ({evidence}); nothing queued")
+        state, evidence = store.lock_state(lock) if lock else ("gone", "no lock")
+        if state != "live" and not next_run:
+            raise BadInput(
+                f"job {job_id!r} has no running heal in {db} ({evidence}); nothing queued "
+                "(--next-run queues it for the job's next run)"
+            )
         control_id = store.enqueue_control(job_id, command, arg=step, issued_by=issuer())
     finally:
         store.close()
