@@ -43,6 +43,16 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "locks": ("patchheal.commands.locks", "locks", "List and reclaim job locks."),
     "store": ("patchheal.commands.store", "store", "Check or rebuild the attempt store."),
     "harness": ("patchheal.commands.harness", "harness", "List, build, check and run harnesses."),
+    "submit": (
+        "patchheal.commands.submit",
+        "submit",
+        "Queue jobs for Celery workers (the celery extra).",
+    ),
+    "worker": (
+        "patchheal.commands.worker",
+        "worker",
+        "Heal queued jobs: a Celery worker (the celery extra).",
+    ),
     "gc": ("patchheal.commands.gc", "gc", "Remove orphaned containers, volumes and worktrees."),
 }
 
@@ -90,7 +100,7 @@ def cli(ctx: click.Context, quiet: bool, verbose: int) -> None:
 
 
 def _crash_log(exc: BaseException) -> Path:
-    from patchheal.scrub.scrubber import scrub
+    from patchheal.scrub.active import scrub
 
     path = Path(tempfile.gettempdir()) / f"patchheal-crash-{int(time.time())}.log"
     text = "".join(traceback.format_exception(exc))

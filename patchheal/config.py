@@ -103,6 +103,18 @@ class StepSpec(_Spec):
     command: str = Field(description="the exact command the CI job runs")
     log: Path | None = Field(None, description="the original CI log, first evidence")
     junit: Path | None = Field(None, description="a JUnit XML report of the original run")
+    results: str | None = Field(
+        None,
+        description="a glob (relative to the worktree) of JUnit XML files the step writes, "
+        "for runners patchheal has no collector for; read after every run",
+    )
+
+    @field_validator("results")
+    @classmethod
+    def _results_inside_worktree(cls, value: str | None) -> str | None:
+        if value is not None and (value.startswith("/") or ".." in Path(value).parts):
+            raise ValueError("must be a glob relative to the worktree, without '..'")
+        return value
 
 
 class RegressionSpec(_Spec):
@@ -133,7 +145,14 @@ class BudgetSpec(_Spec):
     )
     max_model_tokens: int | None = Field(None, ge=1, le=10**10, description="model tokens per job")
     flaky_reruns: int = Field(
-        0, ge=0, le=50, description="extra reproduction runs to detect flakes"
+        1,
+        ge=0,
+        le=20,
+        description="extra reproduction runs of a failing step before any patch: a pass "
+        "among them makes the step flaky (never patched)",
+    )
+    verify_runs: int = Field(
+        2, ge=1, le=10, description="runs of the failing step per candidate; every one must pass"
     )
 
 

@@ -93,6 +93,38 @@ class _Model(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+class TestResults(_Model):
+    """Per-test outcomes from the harness's results channel, by test id.
+
+    Written by collectors the harness ships (a pytest plugin, a unittest hook,
+    node's JUnit reporter), never parsed from what the step printed.
+    """
+
+    __test__ = False  # keep pytest from collecting this class
+
+    outcomes: dict[str, str] = Field(
+        default_factory=dict, description="test id -> passed|failed|error|skipped|xfailed"
+    )
+    defined_in: dict[str, str] = Field(
+        default_factory=dict, description="test id -> the file its test function's code is in"
+    )
+    runners: tuple[str, ...] = Field((), description="collectors that reported, e.g. 'pytest'")
+    tampered: tuple[str, ...] = Field(
+        (), description="runner internals a collector found replaced during the run"
+    )
+    rejected: tuple[str, ...] = Field(
+        (), description="results files that were unfinished or not signed by a collector"
+    )
+
+    def with_outcome(self, *wanted: str) -> tuple[str, ...]:
+        return tuple(sorted(t for t, o in self.outcomes.items() if o in wanted))
+
+    @property
+    def ran(self) -> int:
+        """Tests that ran to a pass or a failure (not skipped)."""
+        return len(self.with_outcome("passed", "failed", "error"))
+
+
 class CommandResult(_Model):
     """What a harness captured from one command."""
 
@@ -104,6 +136,11 @@ class CommandResult(_Model):
     truncated: bool = False
     oom_killed: bool = False
     harness: str = "local"
+    tests: TestResults | None = Field(
+        None,
+        description="per-test outcomes the harness's collectors wrote to its results channel; "
+        "None when no collector reported (not a test runner, or it never finished)",
+    )
 
     @property
     def passed(self) -> bool:
@@ -177,6 +214,8 @@ class Verdict(_Model):
     reason: str
     counts: TestCounts = TestCounts()
     failing_tests: tuple[str, ...] = ()
+    tests: TestResults | None = None
+    """The structured per-test results the verdict was reached from, if any."""
 
 
 class AttemptRecord(_Model):

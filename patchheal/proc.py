@@ -22,7 +22,29 @@ from patchheal.models import CommandResult
 
 DEFAULT_OUTPUT_CAP = 2 * 1024 * 1024
 _HEAD_BYTES = 64 * 1024
-_GIT_LEAKY_VARS = ("GIT_DIR", "GIT_INDEX_FILE", "GIT_WORK_TREE", "GIT_OBJECT_DIRECTORY")
+_GIT_LEAKY_VARS = ("GIT_DIR", "GIT_INDEX_FILE", "GIT_WORK_TREE", "GIT_OBJECT_DIRECTORY",
+                   "GIT_CONFIG", "GIT_CONFIG_PARAMETERS", "GIT_EXTERNAL_DIFF", "GIT_SSH",
+                   "GIT_SSH_COMMAND", "GIT_PAGER", "GIT_EDITOR", "GIT_ASKPASS")  # fmt: skip
+# Host-side git reads repositories and worktrees a candidate's step may have
+# written to: nothing in them may make git run a program. These settings are
+# passed on git's command-line level (GIT_CONFIG_COUNT), which outranks every
+# config file, and system/global config is not read at all. Filter drivers
+# (filter.<name>.clean/smudge/process) cannot be disabled wholesale; they take
+# effect only when a config file defines one, and the only config file host
+# git reads is the job's private repository's, which patchheal alone writes.
+HOST_GIT_CONFIG = {
+    "core.fsmonitor": "false",
+    "core.hooksPath": "/dev/null",
+    "core.sshCommand": "false",
+    "core.pager": "cat",
+    "core.editor": "false",
+    "core.askPass": "",
+    "core.untrackedCache": "false",
+    "credential.helper": "",
+    "diff.external": "",
+    "protocol.allow": "never",
+    "protocol.file.allow": "always",
+}
 
 
 class CommandFailed(PatchhealError, RuntimeError):
@@ -38,10 +60,19 @@ class CommandFailed(PatchhealError, RuntimeError):
 
 
 def no_git_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment minus variables through which a parent git leaks in."""
+    """The environment for host-side git: no variables through which a parent git
+    leaks in, no system or global config, and `HOST_GIT_CONFIG` on top."""
     base = dict(os.environ if env is None else env)
     for name in _GIT_LEAKY_VARS:
         base.pop(name, None)
+    for name in [n for n in base if n.startswith("GIT_CONFIG_")]:
+        del base[name]
+    base["GIT_CONFIG_NOSYSTEM"] = "1"
+    base["GIT_CONFIG_GLOBAL"] = os.devnull
+    base["GIT_CONFIG_COUNT"] = str(len(HOST_GIT_CONFIG))
+    for index, (key, value) in enumerate(HOST_GIT_CONFIG.items()):
+        base[f"GIT_CONFIG_KEY_{index}"] = key
+        base[f"GIT_CONFIG_VALUE_{index}"] = value
     return base
 
 
@@ -186,15 +217,46 @@ def run(
     return result
 
 
+def git_location(path: Path) -> dict[str, str]:
+    """GIT_DIR and GIT_WORK_TREE of a job worktree, found without reading its `.git`.
+
+    A step may rewrite the worktree's `.git` file to point at a repository it
+    made (with hooks, `core.fsmonitor` or filters that host-side git would run).
+    So for a worktree `<job>/wt/<name>` the git directory is the admin
+    directory of `<job>/repo.git` whose `gitdir` file (written by
+    `git worktree add`; steps see it read-only) names `<path>/.git`. Any other
+    directory (the user's repository, the private bare one) is its own: {}.
+    """
+    path = Path(path).absolute()
+    admin_root = path.parent.parent / "repo.git" / "worktrees"
+    if path.parent.name != "wt" or not admin_root.is_dir():
+        return {}
+    wanted = path.resolve()
+    for admin in sorted(admin_root.iterdir()):
+        recorded = admin / "gitdir"
+        if not recorded.is_file():
+            continue
+        named = Path(recorded.read_text(errors="replace").strip())
+        if named.name == ".git" and named.parent.resolve() == wanted:
+            return {"GIT_DIR": str(admin), "GIT_WORK_TREE": str(path)}
+    raise PatchhealError(f"{path} is not a registered worktree of {admin_root.parent}")
+
+
 def git(
     *args: str,
     cwd: Path | str,
     check: bool = True,
     stdin: bytes | None = None,
     timeout: float | None = 300,
+    location: Mapping[str, str] | None = None,
 ) -> CommandResult:
-    """Run git with leaked GIT_* variables stripped and a fixed identity."""
+    """Run git with leaked GIT_* variables stripped, hardened config and a fixed identity.
+
+    `location` (GIT_DIR and GIT_WORK_TREE) names the repository explicitly, so
+    git never discovers one from a `.git` that a step could have rewritten.
+    """
     env = no_git_env()
+    env.update(git_location(Path(cwd)) if location is None else location)
     env.setdefault("GIT_AUTHOR_NAME", "patchheal")
     env.setdefault("GIT_AUTHOR_EMAIL", "patchheal@localhost")
     env.setdefault("GIT_COMMITTER_NAME", "patchheal")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from patchheal import proc
-from patchheal.models import CommandResult, TestCounts, Verdict
+from patchheal.models import CommandResult, TestCounts, TestResults, Verdict
 from patchheal.verdict.judge import failing_tests, judge, parse_counts, worse
 
 SUITE = """
@@ -278,3 +278,102 @@ def test_regression_run_for_real(tmp_path: Path) -> None:
     got_worse, why = worse(before, after)
     assert got_worse
     assert "newly failing: test_suite.py::test_two" in why
+
+
+# -- the verdict by test id (structured results from the harness's collectors) --
+
+
+def by_id(**outcomes: str) -> TestResults:
+    return TestResults(
+        outcomes={k.replace("__", "::"): v for k, v in outcomes.items()}, runners=("pytest",)
+    )
+
+
+BASELINE = Verdict(
+    passed=False,
+    reason="1 failed",
+    tests=by_id(t__target="failed", t__one="passed", t__two="passed"),
+)
+PRINTED_PASS = "=== 3 passed in 0.01s ==="
+
+
+def test_by_id_a_run_with_every_test_passing_passes() -> None:
+    tests = by_id(t__target="passed", t__one="passed", t__two="passed")
+    assert judge(result(PRINTED_PASS, tests=tests), baseline=BASELINE).passed
+
+
+@pytest.mark.parametrize(
+    ("tests", "why"),
+    [
+        (None, "reported no results"),
+        (by_id(t__one="passed", t__two="passed"), "not observed passing: t::target (not run)"),
+        (by_id(t__target="skipped", t__one="passed", t__two="passed"), "t::target (skipped)"),
+        (by_id(t__target="xfailed", t__one="passed", t__two="passed"), "t::target (xfailed)"),
+        (by_id(t__target="passed", t__one="failed", t__two="passed"), "failed by id: t::one"),
+        (by_id(t__target="passed", t__one="passed"), "fewer tests ran by id"),
+        (
+            TestResults(outcomes={"t::target": "passed"}, runners=("node",)),
+            "the pytest collector reported nothing",
+        ),
+        (
+            TestResults(
+                outcomes={"t::target": "passed", "t::one": "passed", "t::two": "passed"},
+                runners=("pytest",),
+                tampered=("pytest: python.Function.runtest",),
+            ),
+            "internals were replaced",
+        ),
+        (
+            TestResults(
+                outcomes={"t::target": "passed", "t::one": "passed", "t::two": "passed"},
+                runners=("pytest",),
+                rejected=("pytest-1-forged.json",),
+            ),
+            "not written by a collector",
+        ),
+    ],
+)
+def test_by_id_an_exit_0_with_a_pass_summary_is_not_believed_over_the_results(
+    tests: TestResults | None, why: str
+) -> None:
+    """Every spoof class of issue 9 ends here: exit 0 and a printed pass, but not by id."""
+    verdict = judge(result(PRINTED_PASS, tests=tests), baseline=BASELINE)
+    assert not verdict.passed
+    assert why in verdict.reason
+
+
+def test_by_id_a_test_function_moved_to_another_file_is_not_a_pass() -> None:
+    assert BASELINE.tests is not None
+    where = BASELINE.tests.model_copy(update={"defined_in": {"t::target": "t.py"}})
+    baseline = BASELINE.model_copy(update={"tests": where})
+    tests = by_id(t__target="passed", t__one="passed", t__two="passed").model_copy(
+        update={"defined_in": {"t::target": "calc.py"}}
+    )
+    verdict = judge(result(PRINTED_PASS, tests=tests), baseline=baseline)
+    assert not verdict.passed
+    assert "now in calc.py, was in t.py" in verdict.reason
+
+
+def test_by_id_a_module_that_failed_to_collect_passes_when_its_tests_all_pass() -> None:
+    """A legitimate fix of an import error: the module id becomes the ids of its tests."""
+    baseline = Verdict(passed=False, reason="error", tests=by_id(**{"tests/t.py": "error"}))
+    fixed = TestResults(
+        outcomes={"tests/t.py::a": "passed", "tests/t.py::b": "passed"}, runners=("pytest",)
+    )
+    assert judge(result(PRINTED_PASS, tests=fixed), baseline=baseline).passed
+    half = fixed.model_copy(update={"outcomes": {"tests/t.py::a": "passed"}})
+    half_skipped = half.model_copy(
+        update={"outcomes": {"tests/t.py::a": "passed", "tests/t.py::b": "skipped"}}
+    )
+    assert not judge(result(PRINTED_PASS, tests=half_skipped), baseline=baseline).passed
+
+
+def test_by_id_regression_steps_that_lose_a_passing_test_got_worse() -> None:
+    before = Verdict(passed=False, reason="", tests=by_id(t__a="passed", t__b="failed"))
+    after = Verdict(passed=False, reason="", tests=by_id(t__a="skipped", t__b="passed"))
+    got_worse, why = worse(before, after)
+    assert got_worse
+    assert "passed before, not now: t::a" in why
+    assert worse(before, Verdict(passed=False, reason="", tests=None))[0]
+    now_green = Verdict(passed=True, reason="", tests=by_id(t__a="passed", t__b="passed"))
+    assert not worse(before, now_green)[0]

@@ -33,12 +33,15 @@ def run_heal(
     from patchheal.loop.controller import HealLoop, HealOptions
     from patchheal.loop.summary import json_summary
     from patchheal.runs import state_dir_for
+    from patchheal.scrub.scrubber import Scrubber
 
     host, port = parse_statsd(state.statsd)
     # One document per heal; `batch --json` prints one per line (JSON lines).
     indent = None if json_lines else 2
 
-    progress = Progress(spec.job.id, verbosity=verbosity())
+    # stderr is a write path too: everything said goes through the job's scrubber.
+    scrubber = Scrubber.from_env(spec.job.env)
+    progress = Progress(spec.job.id, verbosity=verbosity(), scrub=scrubber.scrub)
     options = HealOptions(
         state_dir=state_dir_for(state.db, state.state_dir),
         db=state.db,
@@ -56,7 +59,7 @@ def run_heal(
             result = HealLoop(spec, spec_toml, options).run()
     except Interrupted as exc:
         # Said here: click turns any KeyboardInterrupt into a bare "Aborted".
-        click.echo(f"patchheal: {exc}", err=True)
+        click.echo(scrubber.scrub(f"patchheal: {exc}"), err=True)
         partial = getattr(exc, "result", None)
         if state.as_json and partial is not None:
             summary = json_summary(partial.report, partial.report_paths)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Callable
 from types import TracebackType
 from typing import TextIO
 
@@ -32,8 +33,10 @@ class Progress:
         stream: TextIO | None = None,
         quiet_after: float = QUIET_AFTER_SECONDS,
         log_every: float = LOG_EVERY_SECONDS,
+        scrub: Callable[[str], str] = str,
     ) -> None:
         self.prefix = prefix
+        self._scrub = scrub  # the terminal is a write path too
         self.verbosity = verbosity
         self._stream: TextIO = stream if stream is not None else sys.stderr
         self._tty = bool(self._stream.isatty())
@@ -49,11 +52,11 @@ class Progress:
 
     def say(self, message: str) -> None:
         with self._lock:
-            self._last_message, self._last_said = message, time.monotonic()
+            self._last_message, self._last_said = self._scrub(message), time.monotonic()
             if self.verbosity < 0:
                 return
             self._clear()
-            click.echo(f"[{self.prefix}] {message}", file=self._stream)
+            click.echo(f"[{self.prefix}] {self._last_message}", file=self._stream)
 
     def __enter__(self) -> Progress:
         if self.verbosity >= 0:

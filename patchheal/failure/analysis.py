@@ -33,7 +33,7 @@ from patchheal.failure.parsers import (
 )
 from patchheal.failure.parsers import junit as junit_parser
 from patchheal.models import Failure, Frame
-from patchheal.scrub.scrubber import scrub
+from patchheal.scrub.active import scrub
 
 FINGERPRINT_VERSION = "v1"
 FINGERPRINT_LENGTH = 16

@@ -21,7 +21,7 @@ from pathlib import Path
 from patchheal.failure.normalize import clean, normalize_message
 from patchheal.failure.runbooks import runbook
 from patchheal.models import Classification, Failure, FailureClass
-from patchheal.scrub.scrubber import scrub
+from patchheal.scrub.active import scrub
 
 __all__ = ["classify", "flaky", "runbook"]
 

@@ -1,9 +1,11 @@
 """The policy gate: what a candidate may not do, whichever proposer wrote it.
 
-Checked before a candidate runs, from the diff alone: paths outside the
-worktree, protected paths (CI config, lockfiles...), test tampering
-(deleting tests, skipping them, removing or weakening assertions, steering
-test collection), and size. The gate judges the change, not the intent: a
+Checked before a candidate runs, from the diff (and the pre-patch files when
+the caller can read them): paths outside the worktree, protected paths (CI
+config, lockfiles...), test tampering (deleting tests, skipping them, removing
+or weakening assertions, steering test collection), runner tampering anywhere
+in the patch (tampering.py: exiting at import, patching the test framework,
+scripts that swallow the exit code), and size. The gate judges the change, not the intent: a
 "fix" that makes a failing test stop failing by editing the test is refused
 unless the job allows test changes.
 """
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
@@ -20,12 +22,20 @@ from pydantic import BaseModel, ConfigDict
 
 from patchheal.config import PolicySpec
 from patchheal.errors import NotADiff
+from patchheal.gates.tampering import runner_tampering
 from patchheal.workspace import diffs
 
 if TYPE_CHECKING:
     from unidiff.patch import PatchedFile
 
-RULES = ("not_a_diff", "outside_worktree", "protected_path", "test_tampering", "size")
+RULES = (
+    "not_a_diff",
+    "outside_worktree",
+    "protected_path",
+    "test_tampering",
+    "runner_tampering",
+    "size",
+)
 
 # (pattern, what it does): each match an added line brings beyond the removed ones is refused.
 _SKIPS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
@@ -120,8 +130,14 @@ def path_matches(path: str, patterns: Iterable[str]) -> str | None:
     return next((p for p in patterns if p.strip() and _glob_regex(p).match(path)), None)
 
 
-def check_candidate(diff: str, policy: PolicySpec) -> PolicyDecision:
-    """Judge a candidate diff against the job's policy, before it is applied or run."""
+def check_candidate(
+    diff: str, policy: PolicySpec, original: Callable[[str], str | None] | None = None
+) -> PolicyDecision:
+    """Judge a candidate diff against the job's policy, before it is applied or run.
+
+    `original(path)` reads a file as it is before the patch (None if it cannot), so Python
+    files are judged on their whole post-patch syntax tree; without it, on the hunks alone.
+    """
     try:
         patchset = diffs.parse(diff)
     except NotADiff as exc:
@@ -139,6 +155,10 @@ def check_candidate(diff: str, policy: PolicySpec) -> PolicyDecision:
     if not policy.allow_test_changes:
         for patched in patchset:
             found["test_tampering"].extend(_tampering(patched, policy.test_paths))
+    for patched in patchset:
+        paths = diffs.file_paths(patched)
+        before = original(paths[0]) if original is not None and paths else None
+        found["runner_tampering"].extend(runner_tampering(patched, before))
     lines, files = diffs.changed_lines(diff), len(diffs.touched_files(diff))
     if lines > policy.max_changed_lines:
         found["size"].append(

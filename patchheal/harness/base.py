@@ -52,8 +52,14 @@ class Harness(Protocol):
         timeout: float,
         idle_timeout: float,
         on_output: OutputSink | None = None,
+        results: str | None = None,
     ) -> CommandResult:
-        """Run `command` with `worktree` as the working directory."""
+        """Run `command` with `worktree` as the working directory.
+
+        The run's per-test outcomes come back in `CommandResult.tests`, from a
+        results channel the harness opens per run (see harness/results.py);
+        `results` is a step's declared JUnit XML glob, relative to the worktree.
+        """
         ...
 
     def close(self) -> None:

@@ -23,8 +23,9 @@ from patchheal.errors import HarnessError, ImageBuildError, SpecError
 from patchheal.harness import composefile, containers, images, sandbox
 from patchheal.harness.base import OutputSink
 from patchheal.harness.config import HarnessDef
-from patchheal.harness.docker import DockerHarness
+from patchheal.harness.docker import COLLECTORS_MOUNT, RESULTS_MOUNT, DockerHarness
 from patchheal.harness.images import Say
+from patchheal.harness.results import COLLECTORS, ResultsChannel
 from patchheal.models import CommandResult
 
 if TYPE_CHECKING:
@@ -113,6 +114,7 @@ class ComposeHarness:
         timeout: float,
         idle_timeout: float,
         on_output: OutputSink | None = None,
+        results: str | None = None,
     ) -> CommandResult:
         worktree = worktree.resolve()
         services = composefile.load(self.compose_file(worktree))
@@ -123,9 +125,20 @@ class ComposeHarness:
             for service in services.values():
                 container = stack.enter_context(self._service(service, network))
                 self._wait_ready(container, service, started)
-            return self._step(
-                command, worktree, image, network, step_service, timeout, idle_timeout, on_output
+            channel = ResultsChannel()
+            stack.callback(channel.close)
+            done = self._step(
+                command,
+                worktree,
+                image,
+                network,
+                step_service,
+                timeout,
+                idle_timeout,
+                on_output,
+                channel,
             )
+            return done.model_copy(update={"tests": channel.collect(worktree, results)})
 
     def _step(
         self,
@@ -137,8 +150,10 @@ class ComposeHarness:
         timeout: float,
         idle_timeout: float,
         on_output: OutputSink | None,
+        channel: ResultsChannel,
     ) -> CommandResult:
         defn = self.base.defn
+        in_box = f"{RESULTS_MOUNT}/results-{channel.nonce}"
         user = sandbox.resolve_user(defn, worktree)
         sandbox.make_writable(worktree, user)
         extra = step_service.environment if step_service else {}
@@ -148,9 +163,17 @@ class ComposeHarness:
             command=command,
             worktree=worktree,
             user=user,
-            env=sandbox.environment(defn, self.base.passthrough, extra),
+            env=channel.environment(
+                sandbox.environment(defn, self.base.passthrough, extra),
+                results_dir=in_box,
+                collectors=COLLECTORS_MOUNT,
+            ),
             labels=containers.owner_labels(self.job_id, "step", worktree=str(worktree)),
             host_mounts=images.host_mounts(self.client, image),
+            extra_mounts=(
+                (str(COLLECTORS), COLLECTORS_MOUNT, True),
+                (str(channel.host_dir), in_box, False),
+            ),
         )
         kwargs.pop("network_mode")
         kwargs.update(self._endpoint(network, self.spec.service))

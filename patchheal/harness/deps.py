@@ -119,7 +119,7 @@ def _install(
     mounts = [Mount(defn.sandbox.workdir, str(worktree), type="bind", read_only=False)]
     mounts += [Mount(p, p, type="bind", read_only=True) for p in images.host_mounts(client, image)]
     if offline and defn.deps.kind == "pip":
-        house = wheelhouse.fill(client, image, worktree, commands, say)
+        house = wheelhouse.fill(client, defn, image, worktree, commands, say)
         mounts.append(Mount(WHEELHOUSE, str(house), type="bind", read_only=True))
         extra = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": WHEELHOUSE}
     if defn.deps.kind == "npm":
@@ -141,6 +141,7 @@ def _install(
         mounts=mounts,
         tmpfs={"/tmp": "rw,exec,nosuid,mode=1777"},
         init=True,
+        **setup_limits(defn),
     ) as container:
         containers.start(container)
 
@@ -172,6 +173,25 @@ def _install(
             f"WORKDIR {defn.sandbox.workdir}",
         ]
         containers.call(container.commit, repository=repository, tag=version, changes=changes)
+
+
+def setup_limits(defn: HarnessDef) -> dict[str, object]:
+    """The step's limits for the setup container.
+
+    Its root filesystem must stay writable (it is committed as the image) and
+    its user starts as root (to make /opt/patchheal the step user's); only
+    CHOWN survives the dropped capabilities, every install runs as the step user.
+    """
+    memory = sandbox.size_bytes(defn.sandbox.memory)
+    return {
+        "nano_cpus": int(defn.sandbox.cpus * 1e9),
+        "mem_limit": memory,
+        "memswap_limit": memory,
+        "pids_limit": defn.sandbox.pids,
+        "cap_drop": ["ALL"],
+        "cap_add": ["CHOWN"],
+        "security_opt": ["no-new-privileges"],
+    }
 
 
 def _npm_install(run: object, workdir: str) -> None:

@@ -19,12 +19,19 @@ from patchheal.harness import containers, deps, images, sandbox
 from patchheal.harness.base import OutputSink
 from patchheal.harness.config import HarnessDef
 from patchheal.harness.images import Say
+from patchheal.harness.results import COLLECTORS, ResultsChannel
+from patchheal.harness.sources import CommittedSources
 from patchheal.models import CommandResult
 
 if TYPE_CHECKING:
     from docker import DockerClient
 
 log = logging.getLogger(__name__)
+
+# Where a step container sees patchheal's collectors (read-only) and its run's
+# results directory (the only other writable host path besides the worktree).
+COLLECTORS_MOUNT = "/opt/patchheal/collectors"
+RESULTS_MOUNT = "/run/patchheal"
 
 
 class DockerHarness:
@@ -55,6 +62,7 @@ class DockerHarness:
         self._setup_timeout = setup_timeout
         self._image: str | None = None
         self._envs: dict[tuple[Path, str], str] = {}
+        self._sources = CommittedSources()
 
     @property
     def client(self) -> DockerClient:
@@ -79,15 +87,19 @@ class DockerHarness:
     def run_image(self, worktree: Path) -> str:
         worktree = worktree.resolve()
         user = sandbox.resolve_user(self.defn, worktree)
+        # Dependencies come from the worktree's commit, never from a candidate's
+        # uncommitted edits: a candidate's setup.py or build backend would run
+        # as root in setup and its output (a .pth) would be cached in the image.
+        source = self._sources.source(worktree)
         # Cheap to recompute (a few small files), and it notices a lockfile
         # that changed under the same worktree path.
-        key = (worktree, deps.fingerprint(worktree, self.defn, self._setup, "", user))
+        key = (worktree, deps.fingerprint(source, self.defn, self._setup, "", user))
         if key not in self._envs:
             self._envs[key] = deps.ensure_env(
                 self.client,
                 self.defn,
                 self.image(),
-                worktree,
+                source,
                 setup=self._setup,
                 passthrough=self.passthrough,
                 user=user,
@@ -105,27 +117,43 @@ class DockerHarness:
         timeout: float,
         idle_timeout: float,
         on_output: OutputSink | None = None,
+        results: str | None = None,
     ) -> CommandResult:
         worktree = worktree.resolve()
         image = self.run_image(worktree)
         user = sandbox.resolve_user(self.defn, worktree)
         sandbox.make_writable(worktree, user)
         purpose = f"run-{self.defn.name}"
-        kwargs = sandbox.step_container_kwargs(
-            self.defn,
-            image=image,
-            command=command,
-            worktree=worktree,
-            user=user,
-            env=sandbox.environment(self.defn, self.passthrough),
-            labels=containers.owner_labels(self.job_id, purpose, worktree=str(worktree)),
-            host_mounts=images.host_mounts(self.client, image),
-        )
-        name = containers.container_name(self.job_id, purpose)
-        with containers.created(self.client, name=name, **kwargs) as container:
-            done = containers.run_to_completion(
-                container, timeout=timeout, idle_timeout=idle_timeout, on_output=on_output
+        channel = ResultsChannel()
+        try:
+            in_box = f"{RESULTS_MOUNT}/results-{channel.nonce}"
+            kwargs = sandbox.step_container_kwargs(
+                self.defn,
+                image=image,
+                command=command,
+                worktree=worktree,
+                user=user,
+                env=channel.environment(
+                    sandbox.environment(self.defn, self.passthrough),
+                    results_dir=in_box,
+                    collectors=COLLECTORS_MOUNT,
+                ),
+                labels=containers.owner_labels(self.job_id, purpose, worktree=str(worktree)),
+                host_mounts=images.host_mounts(self.client, image),
+                extra_mounts=(
+                    (str(COLLECTORS), COLLECTORS_MOUNT, True),
+                    (str(channel.host_dir), in_box, False),
+                ),
+                wall_limit=timeout,
             )
+            name = containers.container_name(self.job_id, purpose)
+            with containers.created(self.client, name=name, **kwargs) as container:
+                done = containers.run_to_completion(
+                    container, timeout=timeout, idle_timeout=idle_timeout, on_output=on_output
+                )
+            tests = channel.collect(worktree, results)
+        finally:
+            channel.close()
         output = done.output
         if done.oom_killed:
             output += f"\n[patchheal: the container was OOM-killed at {self.defn.sandbox.memory}]\n"
@@ -138,10 +166,13 @@ class DockerHarness:
             truncated=done.truncated,
             oom_killed=done.oom_killed,
             harness=self.name,
+            tests=tests,
         )
 
     def close(self) -> None:
-        """Containers are removed after each run; this only drops the engine connection."""
+        """Containers are removed after each run; this drops the engine connection
+        and the exported dependency sources."""
+        self._sources.close()
         if self._client is not None:
             try:
                 self._client.close()

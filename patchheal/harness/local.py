@@ -14,6 +14,7 @@ from pathlib import Path
 from patchheal import proc
 from patchheal.harness.base import DETERMINISTIC_ENV, OutputSink
 from patchheal.harness.localenv import ensure_job_venv, venv_environment
+from patchheal.harness.results import COLLECTORS, ResultsChannel
 from patchheal.models import CommandResult
 
 # Inherited so that host tools are found; everything else is dropped.
@@ -75,16 +76,27 @@ class LocalHarness:
         timeout: float,
         idle_timeout: float,
         on_output: OutputSink | None = None,
+        results: str | None = None,
     ) -> CommandResult:
-        return proc.run(
-            command,
-            cwd=worktree,
-            env=self.environment(worktree),
-            timeout=timeout,
-            idle_timeout=idle_timeout,
-            on_output=on_output,
-            harness=self.name,
-        )
+        channel = ResultsChannel()
+        try:
+            env = channel.environment(
+                self.environment(worktree),
+                results_dir=str(channel.host_dir),
+                collectors=str(COLLECTORS),
+            )
+            result = proc.run(
+                command,
+                cwd=worktree,
+                env=env,
+                timeout=timeout,
+                idle_timeout=idle_timeout,
+                on_output=on_output,
+                harness=self.name,
+            )
+            return result.model_copy(update={"tests": channel.collect(worktree, results)})
+        finally:
+            channel.close()
 
     def close(self) -> None:
         return None

@@ -66,7 +66,9 @@ def make_writable(worktree: Path, user: str) -> None:
         _add_bits(Path(root), 0o777)
         for name in files:
             path = Path(root) / name
-            if not path.is_symlink():
+            # The worktree's `.git` file stays the owner's: a step that could
+            # rewrite it could point host-side git at a repository it made.
+            if not path.is_symlink() and path != worktree / ".git":
                 _add_bits(path, 0o666)
 
 
@@ -117,6 +119,18 @@ def git_metadata_dirs(worktree: Path) -> list[str]:
     return [str(root)] if root.is_dir() else []
 
 
+def git_file_mount(worktree: Path, workdir: str) -> list[Any]:
+    """The worktree's `.git` file bound read-only over itself (a mount point cannot
+    be rewritten, renamed or removed), so a step cannot redirect git to a repository
+    it made; host git does not trust it either (`proc.git_location`)."""
+    from docker.types import Mount
+
+    marker = worktree / ".git"
+    if not marker.is_file() or marker.is_symlink():
+        return []
+    return [Mount(target=f"{workdir}/.git", source=str(marker), type="bind", read_only=True)]
+
+
 # Git refuses a repository owned by another user unless told it is safe; the
 # container's user is not the host owner of the mounted private repository.
 GIT_SAFE_ENV = {
@@ -124,6 +138,28 @@ GIT_SAFE_ENV = {
     "GIT_CONFIG_KEY_0": "safe.directory",
     "GIT_CONFIG_VALUE_0": "*",
 }
+
+
+# Seconds past the host-enforced wall timeout before the container's own
+# limit fires: the host kill (and its output) always comes first.
+SELF_LIMIT_GRACE = 10.0
+_SELF_LIMIT = (
+    'if command -v timeout >/dev/null 2>&1; then exec timeout -s KILL "$1" /bin/sh -c "$2"; fi; '
+    'exec /bin/sh -c "$2"'
+)
+
+
+def self_limited(command: str, wall_limit: float | None) -> list[str]:
+    """The container command: `command`, killed from inside after `wall_limit` + grace.
+
+    coreutils `timeout` kills the step's process group; the init process then
+    exits and the container stops. An image without `timeout` runs the command
+    unlimited from inside (the host still enforces the wall timeout).
+    """
+    if wall_limit is None:
+        return ["/bin/sh", "-c", command]
+    seconds = str(int(wall_limit + SELF_LIMIT_GRACE))
+    return ["/bin/sh", "-c", _SELF_LIMIT, "patchheal-step", seconds, command]
 
 
 def step_container_kwargs(
@@ -137,8 +173,14 @@ def step_container_kwargs(
     labels: Mapping[str, str],
     host_mounts: Sequence[str] = (),
     network: str | None = None,
+    extra_mounts: Sequence[tuple[str, str, bool]] = (),
+    wall_limit: float | None = None,
 ) -> dict[str, Any]:
-    """Arguments for `containers.create` of a step container."""
+    """Arguments for `containers.create` of a step container.
+
+    With `wall_limit`, the container enforces it itself (`self_limited`): it
+    dies on time even when the patchheal process that watches it was killed.
+    """
     from docker.types import Mount
 
     box = defn.sandbox
@@ -147,10 +189,12 @@ def step_container_kwargs(
     mounts += [Mount(target=p, source=p, type="bind", read_only=True) for p in host_mounts]
     git_dirs = git_metadata_dirs(worktree)
     mounts += [Mount(target=p, source=p, type="bind", read_only=True) for p in git_dirs]
+    mounts += [Mount(target=t, source=s, type="bind", read_only=r) for s, t, r in extra_mounts]
+    mounts += git_file_mount(worktree, box.workdir)
     environment = {**(GIT_SAFE_ENV if git_dirs else {}), **env}
     return {
         "image": image,
-        "command": ["/bin/sh", "-c", command],
+        "command": self_limited(command, wall_limit),
         "labels": dict(labels),
         "user": user,
         "working_dir": box.workdir,

@@ -4,7 +4,10 @@ Setup commands run unchanged inside the container; `PIP_NO_INDEX` and
 `PIP_FIND_LINKS` point pip at a wheelhouse that the host filled with
 `pip download` for the container's Python version. Local projects
 (`pip install -e .[test]`) contribute their static `[project]` dependencies
-and build requirements, so the project itself is never built on the host.
+and build requirements, so the project itself is never built on the host: a
+project whose dependencies are dynamic (or a setup.py) has its build backend
+run inside a sandbox container (`metadata.py`), and only the requirement
+strings it names are downloaded here.
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ from typing import TYPE_CHECKING
 from patchheal import proc
 from patchheal.atomic import atomic_write
 from patchheal.errors import HarnessError
-from patchheal.harness import containers, images
+from patchheal.harness import containers, images, metadata
+from patchheal.harness.config import HarnessDef
 from patchheal.harness.images import Say
 
 if TYPE_CHECKING:
@@ -109,21 +113,49 @@ def download_args(args: Sequence[str], worktree: Path) -> list[str]:
     return out
 
 
-def _expand_local(arg: str, worktree: Path) -> list[str]:
-    """A local project's static requirements; anything else unchanged."""
-    match = re.match(r"^(\.{1,2}(?:/[^\[]*)?|/[^\[]*)(?:\[([^\]]*)\])?$", arg)
+_LOCAL = re.compile(r"^(\.{1,2}(?:/[^\[]*)?|/[^\[]*)(?:\[([^\]]*)\])?$")
+
+
+def _local_project(arg: str, worktree: Path) -> tuple[Path, list[str]] | None:
+    """(project directory, extras) when `arg` names a local project, else None."""
+    match = _LOCAL.match(arg)
     if not match:
-        return [arg]
-    project = (worktree / match.group(1)).resolve()
+        return None
+    extras = [e.strip() for e in (match.group(2) or "").split(",") if e.strip()]
+    return (worktree / match.group(1)).resolve(), extras
+
+
+def _is_dynamic(project: Path) -> bool:
+    """Whether only the project's build backend can tell its dependencies."""
     pyproject = project / "pyproject.toml"
     if not pyproject.is_file():
-        return [str(project)]  # setup.py only: let pip build its metadata on the host
+        return True
+    meta = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {})
+    return not meta or "dependencies" in meta.get("dynamic", ())
+
+
+def dynamic_projects(args: Sequence[str], worktree: Path) -> list[tuple[Path, list[str]]]:
+    """The local projects among `pip install` arguments whose requirements are dynamic."""
+    found = [_local_project(arg, worktree) for arg in args]
+    return [item for item in found if item is not None and _is_dynamic(item[0])]
+
+
+def _expand_local(arg: str, worktree: Path) -> list[str]:
+    """A local project's static requirements (only its build requirements when they
+    are dynamic: see `dynamic_projects`); anything else unchanged. The project
+    path itself never reaches the host's pip, which would run its build backend."""
+    local = _local_project(arg, worktree)
+    if local is None:
+        return [arg]
+    project, extras = local
+    pyproject = project / "pyproject.toml"
+    if not pyproject.is_file():
+        return list(_DEFAULT_BUILD)
     data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
     meta = data.get("project", {})
     build = list(data.get("build-system", {}).get("requires", _DEFAULT_BUILD))
-    if not meta or "dependencies" in meta.get("dynamic", ()):
-        return [*build, str(project)]
-    extras = [e.strip() for e in (match.group(2) or "").split(",") if e.strip()]
+    if _is_dynamic(project):
+        return build
     reqs = list(meta.get("dependencies", ()))
     for extra in extras:
         reqs += meta.get("optional-dependencies", {}).get(extra, [])
@@ -156,16 +188,33 @@ def container_python(client: DockerClient, image: str) -> str:
 
 
 def fill(
-    client: DockerClient, image: str, worktree: Path, commands: Sequence[str], say: Say
+    client: DockerClient,
+    defn: HarnessDef,
+    image: str,
+    worktree: Path,
+    commands: Sequence[str],
+    say: Say,
 ) -> Path:
     """Download what the pip commands need into the shared wheelhouse; returns its path."""
     version = container_python(client, image)
     house = images.cache_dir() / "wheelhouse" / f"cp{version.replace('.', '')}"
     house.mkdir(parents=True, exist_ok=True)
-    wanted = [download_args(args, worktree) for args in pip_install_args(commands)]
+    installs = pip_install_args(commands)
+    _download(house, version, [download_args(a, worktree) for a in installs], worktree, say)
+    # Build requirements are in the wheelhouse now: the backend can run offline.
+    for args in installs:
+        for project, extras in dynamic_projects(args, worktree):
+            say(f"reading the dynamic requirements of {project} in a sandbox container")
+            reqs = metadata.dynamic_requirements(client, defn, image, project, house, extras)
+            _download(house, version, [reqs], worktree, say)
+    return house
+
+
+def _download(house: Path, version: str, wanted: list[list[str]], worktree: Path, say: Say) -> None:
+    """`pip download` on the host of named requirements only (never a local project)."""
     wanted = [args for args in wanted if args]
     if not wanted:
-        return house
+        return
     host = f"{sys.version_info[0]}.{sys.version_info[1]}"
     target = (
         []
@@ -191,7 +240,6 @@ def fill(
                 raise HarnessError(
                     f"pip download for the dependency wheelhouse failed:\n{result.output[-3000:]}"
                 )
-    return house
 
 
 def _machine() -> str:

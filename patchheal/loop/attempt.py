@@ -8,21 +8,23 @@ harness. Only a candidate that passed every gate costs a harness run.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from patchheal import proc
 from patchheal.config import JobSpec, StepSpec
 from patchheal.errors import HarnessError, NotADiff, PatchApplyError
-from patchheal.failure.analysis import analyze
 from patchheal.gates.policy import check_candidate
+from patchheal.gates.secrets import credentials_in
 from patchheal.harness.base import Harness
+from patchheal.loop.verification import verify
 from patchheal.memory.store import AttemptStore
 from patchheal.models import AttemptRecord, Candidate, Failure, Outcome, Verdict
 from patchheal.runs import RunPaths
 from patchheal.scrub.scrubber import Scrubber
 from patchheal.telemetry.events import EventLog
 from patchheal.telemetry.metrics import Metrics
-from patchheal.verdict.judge import judge, worse
 from patchheal.workspace import diffs
 from patchheal.workspace.worktrees import JobWorkspace
 
@@ -177,7 +179,7 @@ class AttemptRunner:
             )
         except NotADiff as exc:
             return Outcome.APPLY_FAILED, f"not a unified diff: {exc}", "", empty
-        decision = check_candidate(diff, self.job.policy)
+        decision = check_candidate(diff, self.job.policy, original=self._reader(step.start_commit))
         if not decision.allowed:
             return (
                 Outcome.REJECTED_POLICY,
@@ -185,13 +187,9 @@ class AttemptRunner:
                 "",
                 hashes,
             )
-        if self.scrubber.scrub(diff) != diff:
-            return (
-                Outcome.REJECTED_POLICY,
-                "secret: the patch contains what looks like a credential",
-                "",
-                hashes,
-            )
+        credentials = credentials_in(diff, self.scrubber)
+        if credentials:
+            return Outcome.REJECTED_POLICY, f"secret: {'; '.join(credentials)}", "", hashes
         fingerprint = step.failure.fingerprint
         if not reuse and not self.store.claim(fingerprint, hashes[1], job_id=self.job.job.id):
             prior = self.store.prior_claim(fingerprint, hashes[1])
@@ -212,79 +210,38 @@ class AttemptRunner:
             self.store.release(fingerprint, hashes[1])
         return outcome, reason, log, hashes
 
+    def _reader(self, commit: str) -> Callable[[str], str | None]:
+        """Reads a file as the step's start commit has it, for the policy's syntax checks."""
+
+        def read(path: str) -> str | None:
+            shown = proc.git("show", f"{commit}:{path}", cwd=self.verify_tree, check=False)
+            return shown.output if shown.exit_code == 0 else None
+
+        return read
+
     def _verify(self, diff: str, step: StepState) -> tuple[Outcome, str, str]:
         self.workspace.reset(self.verify_tree, to=step.start_commit)
         try:
             method = self.workspace.apply(self.verify_tree, diff)
         except (PatchApplyError, NotADiff) as exc:
             return Outcome.APPLY_FAILED, f"does not apply: {exc}", ""
-        budget = self.job.budget
         try:
             if not self.harness_prepared:
                 self.harness.prepare(self.verify_tree)
                 self.harness_prepared = True
-            result = self.harness.run(
-                step.spec.command,
-                self.verify_tree,
-                timeout=budget.step_timeout_seconds,
-                idle_timeout=budget.idle_timeout_seconds,
-            )
         except HarnessError as exc:
             return Outcome.HARNESS_ERROR, f"harness error: {exc}", ""
-        log = f"$ {step.spec.command}\n(patch applied with {method})\n{result.output}"
-        if result.timed_out is not None:
-            limit = (
-                budget.idle_timeout_seconds
-                if result.timed_out == "idle"
-                else budget.step_timeout_seconds
-            )
-            return Outcome.TIMEOUT, f"{result.timed_out} timeout after {limit:g} s", log
-        verdict = judge(result, baseline=step.baseline, expected_tests=step.failure.failing_tests)
-        if not verdict.passed:
-            after = analyze(
-                result.output, repo_root=str(self.verify_tree), command=step.spec.command
-            ).fingerprint
-            change = (
-                "failure unchanged"
-                if after == step.failure.fingerprint
-                else f"failure changed to {after}"
-            )
-            return (
-                Outcome.NO_EFFECT,
-                f"the failing step still fails ({change}): {verdict.reason}",
-                log,
-            )
-        regression = self.job.regression.command
-        if regression is None:
-            return Outcome.FIXED, f"the failing step passes: {verdict.reason}", log
-        try:
-            reg_result = self.harness.run(
-                regression,
-                self.verify_tree,
-                timeout=budget.step_timeout_seconds,
-                idle_timeout=budget.idle_timeout_seconds,
-            )
-        except HarnessError as exc:  # as transient as in the failing step: never a job error
-            return Outcome.HARNESS_ERROR, f"harness error in the regression steps: {exc}", log
-        log += f"\n$ {regression}\n{reg_result.output}"
-        if reg_result.timed_out is not None:
-            return Outcome.TIMEOUT, f"regression steps: {reg_result.timed_out} timeout", log
-        reg_verdict = judge(reg_result, baseline=step.regression_baseline)
-        if step.regression_baseline is not None:
-            got_worse, why = worse(step.regression_baseline, reg_verdict)
-        else:
-            got_worse, why = (not reg_verdict.passed, reg_verdict.reason)
-        if got_worse:
-            return (
-                Outcome.REGRESSION,
-                f"the failing step passes but the regression steps got worse: {why}",
-                log,
-            )
-        return (
-            Outcome.FIXED,
-            f"the failing step passes and the regression steps did not get worse: {verdict.reason}",
-            log,
+        outcome, reason, log = verify(
+            self.harness,
+            step.spec,
+            self.verify_tree,
+            self.job.budget,
+            baseline=step.baseline,
+            failure=step.failure,
+            regression=self.job.regression.command,
+            regression_baseline=step.regression_baseline,
         )
+        return outcome, reason, f"(patch applied with {method})\n{log}"
 
     def _write_attempt_dir(self, record: AttemptRecord, log: str) -> None:
         directory = self.paths.attempt_dir(record.attempt_number)

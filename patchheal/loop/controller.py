@@ -40,6 +40,7 @@ from patchheal.memory.store import AttemptStore, LockRow
 from patchheal.models import JobStatus
 from patchheal.report.model import JobReport
 from patchheal.runs import DEFAULT_DB, DEFAULT_REPORTS_DIR, DEFAULT_STATE_DIR, RunPaths
+from patchheal.scrub.active import job_scrubber
 from patchheal.scrub.scrubber import Scrubber
 from patchheal.telemetry.events import EventLog
 from patchheal.telemetry.metrics import Metrics
@@ -66,6 +67,8 @@ class HealOptions:
     harness_reason: str = ""
     open_pr: bool = False
     """Run the job's pull-request command once every step is verified."""
+    queue_attempt: int | None = None
+    """The queue-level attempt when a `patchheal worker` runs the job (the report shows it)."""
 
 
 @dataclass
@@ -87,11 +90,17 @@ class HealLoop:
         self.say = options.say
         self.scrubber = Scrubber.from_env(spec.job.env)
         self.paths = RunPaths(options.state_dir, self.job_id, self.scrubber)
-        self.state = JobState(spec, harness_reason=options.harness_reason)
+        self.state = JobState(
+            spec, harness_reason=options.harness_reason, queue_attempt=options.queue_attempt
+        )
         self.keep = options.keep_worktrees
         self._reclaimed: list[tuple[LockRow, str]] = []
 
     def run(self) -> HealResult:
+        with job_scrubber(self.scrubber):
+            return self._run()
+
+    def _run(self) -> HealResult:
         from patchheal.report.render import render_reports
 
         self._check_from_step()

@@ -42,9 +42,49 @@ class Reproduction:
     regression_baseline: Verdict | None
 
 
-def _run(harness: Harness, command: str, tree: Path, budget: BudgetSpec) -> CommandResult:
+def _run(
+    harness: Harness, command: str, tree: Path, budget: BudgetSpec, results: str | None = None
+) -> CommandResult:
     return harness.run(
-        command, tree, timeout=budget.step_timeout_seconds, idle_timeout=budget.idle_timeout_seconds
+        command,
+        tree,
+        timeout=budget.step_timeout_seconds,
+        idle_timeout=budget.idle_timeout_seconds,
+        results=results,
+    )
+
+
+def _passes(harness: Harness, step: StepSpec, tree: Path, budget: BudgetSpec) -> bool:
+    """One rerun of the step, judged as a candidate's run would be (not by exit code alone)."""
+    return judge(_run(harness, step.command, tree, budget, step.results)).passed
+
+
+def _when_passing(
+    harness: Harness,
+    step: StepSpec,
+    tree: Path,
+    budget: BudgetSpec,
+    basis: Failure,
+    ci_fingerprint: str | None,
+) -> Classification:
+    """A step that passed on reproduction: flaky if a rerun fails, else an env mismatch."""
+    reruns = max(budget.flaky_reruns, MIN_RERUNS_WHEN_PASSING)
+    failures = sum(0 if _passes(harness, step, tree, budget) else 1 for _ in range(reruns))
+    runs = reruns + 1
+    if failures:
+        return flaky(basis, passes=runs - failures, runs=runs)
+    return Classification(
+        failure_class=FailureClass.ENV_MISMATCH,
+        retryable=False,
+        evidence=(
+            f"the step passed {runs} of {runs} runs in the harness",
+            *([f"the CI log fails with fingerprint {ci_fingerprint}"] if ci_fingerprint else []),
+        ),
+        next_actions=(
+            "Compare the CI runner's environment (versions, variables, services) "
+            "with the harness: the step passes here.",
+        ),
+        pass_rate=1.0,
     )
 
 
@@ -53,7 +93,7 @@ def reproduce(
 ) -> Reproduction:
     """Run the step (and the regression steps) on the untouched starting point."""
     harness.prepare(tree)
-    result = _run(harness, step.command, tree, budget)
+    result = _run(harness, step.command, tree, budget, step.results)
     verdict = judge(result)
     ci_failure = (
         analyze_file(step.log, junit_path=step.junit)
@@ -62,32 +102,8 @@ def reproduce(
     )
     ci_fingerprint = ci_failure.fingerprint if ci_failure is not None else None
     if verdict.passed:
-        reruns = max(budget.flaky_reruns, MIN_RERUNS_WHEN_PASSING)
-        failures = sum(
-            0 if _run(harness, step.command, tree, budget).passed else 1 for _ in range(reruns)
-        )
-        runs = reruns + 1
         basis = ci_failure or analyze(result.output, repo_root=str(tree), command=step.command)
-        if failures:
-            classification = flaky(basis, passes=runs - failures, runs=runs)
-        else:
-            classification = Classification(
-                failure_class=FailureClass.ENV_MISMATCH,
-                retryable=False,
-                evidence=(
-                    f"the step passed {runs} of {runs} runs in the harness",
-                    *(
-                        [f"the CI log fails with fingerprint {ci_fingerprint}"]
-                        if ci_fingerprint
-                        else []
-                    ),
-                ),
-                next_actions=(
-                    "Compare the CI runner's environment (versions, variables, services) "
-                    "with the harness: the step passes here.",
-                ),
-                pass_rate=1.0,
-            )
+        classification = _when_passing(harness, step, tree, budget, basis, ci_fingerprint)
         return Reproduction(result, verdict, ci_failure, classification, ci_fingerprint, None)
     failure = analyze(result.output, repo_root=str(tree), command=step.command)
     classification = classify(
@@ -113,11 +129,9 @@ def reproduce(
             ),
         )
     elif budget.flaky_reruns and classification.failure_class in PATCHABLE_CLASSES:
-        passes = sum(
-            1
-            for _ in range(budget.flaky_reruns)
-            if _run(harness, step.command, tree, budget).passed
-        )
+        # On by default (flaky_reruns = 1): a failure that does not come back is a
+        # flake, and a no-op patch must never be "verified" as its fix.
+        passes = sum(1 for _ in range(budget.flaky_reruns) if _passes(harness, step, tree, budget))
         if passes:
             classification = flaky(failure, passes=passes, runs=budget.flaky_reruns + 1)
     regression_baseline = None

@@ -32,6 +32,7 @@ class JobState:
     base_commit: str = ""
     pull_request: str | None = None
     interrupted: bool = False
+    queue_attempt: int | None = None
     infra_unavailable: bool = False
     """It stopped because infrastructure could not be reached: exit 3, not 1."""
 

@@ -66,6 +66,7 @@ def build_report(state: JobState) -> JobReport:
         next_actions=_next_actions(state, steps),
         totals={"attempts": sum(outcomes.values()), **dict(sorted(outcomes.items()))},
         patchheal_version=__version__,
+        queue_attempt=state.queue_attempt,
     )
 
 
@@ -79,6 +80,7 @@ def json_summary(report: JobReport, paths: dict[str, Path]) -> dict[str, Any]:
         "job_id": report.job_id,
         "status": report.status,
         "retryable": report.retryable,
+        "queue_attempt": report.queue_attempt,
         "classification": classification,
         "stop_reason": report.stop_reason,
         "branch": report.branch,

@@ -22,7 +22,7 @@ class ControlMixin(StoreBase):
     """The control-queue half of the attempt store."""
 
     def enqueue_control(self, job_id: str, command: str, *, arg: int | None, issued_by: str) -> int:
-        from patchheal.scrub.scrubber import scrub
+        from patchheal.scrub.active import scrub
 
         if command not in CONTROL_COMMANDS:
             known = ", ".join(sorted(CONTROL_COMMANDS))
@@ -64,7 +64,7 @@ class ControlMixin(StoreBase):
             return list(session.execute(query).scalars())
 
     def finish_control(self, control_id: int, *, result: str) -> None:
-        from patchheal.scrub.scrubber import scrub
+        from patchheal.scrub.active import scrub
 
         with self._write() as session:
             row = session.get(ControlRow, control_id)

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict
 
 from patchheal.memory.tables import AttemptRow, FailureRow
 from patchheal.models import AttemptRecord, Classification, Failure, Frame
-from patchheal.scrub.scrubber import scrub
+from patchheal.scrub.active import scrub
 
 
 class StoredAttempt(AttemptRecord):

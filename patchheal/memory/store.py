@@ -31,7 +31,7 @@ from patchheal.memory.records import (
 from patchheal.memory.tables import AttemptRow, ClaimRow, ControlRow, FailureRow, JobRow, LockRow
 from patchheal.models import AttemptRecord, Classification, Failure, Hint, Outcome
 from patchheal.runs import DEFAULT_DB
-from patchheal.scrub.scrubber import scrub
+from patchheal.scrub.active import scrub
 
 __all__ = [
     "DEFAULT_DB",

@@ -70,6 +70,9 @@ class JobReport(_Model):
         description="attempts per outcome, proposer calls, model tokens",
     )
     patchheal_version: str
+    queue_attempt: int | None = Field(
+        None, description="the queue-level attempt, 1-based, when a `patchheal worker` ran it"
+    )
 
     @field_validator("totals")
     @classmethod

@@ -32,11 +32,12 @@ HTML_TEMPLATE = "report.html.j2"
 
 
 def _default_scrub() -> Scrub:
-    from patchheal.scrub.scrubber import default_scrubber
+    from patchheal.scrub.active import current
 
     # Resolved once per rendering: a report has thousands of small strings, and
-    # `scrub()` looks the process environment up again on every call.
-    return default_scrubber().scrub
+    # `scrub()` looks the process environment up again on every call. Inside a
+    # job it is the job's scrubber (with the values of its `env = [...]`).
+    return current().scrub
 
 
 @lru_cache(maxsize=1)

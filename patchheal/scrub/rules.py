@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import functools
 import re
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,51 @@ class Rule:
     group: int = 0  # mask this group only (0 = the whole match)
     multiline: bool = False  # may span lines: run on the whole text, not only hit lines
     anchored: bool = False  # every match starts with one of the literals
+    # How sure a match's value must be a credential before it is masked (see `value_is_masked`):
+    # "any" masks every match; "plausible" skips placeholders (`user:pass@host`); "random"
+    # also skips code and prose (`password: str`, `basic skeleton`, `tokenizer: Tokenizer`).
+    value_check: Literal["any", "plausible", "random"] = "any"
+
+
+_PLACEHOLDER = re.compile(
+    r"(?i)(?:pass(?:word)?|passwd|pwd|secret|changeme|dummy|example|placeholder|redacted|"
+    r"foo|bar|baz|user(?:name)?|x+|\*+|\.+)\d*|<[^>]*>|\$\{[^}]*\}|\{\{.*\}\}|%\([^)]*\)s|\$\w+"
+)
+_WORDS = re.compile(r"[a-z]{4,}")
+_LOWER_HEX = re.compile(r"[0-9a-f]+")
+_CODE_NAME = re.compile(r"[A-Za-z_][A-Za-z_]*(?:\.[A-Za-z_]\w*)+|[A-Za-z_]+")
+MIN_PLAUSIBLE_LENGTH = 6
+MIN_RANDOM_LENGTH = 8
+
+
+def value_is_masked(value: str, check: str) -> bool:
+    """Whether a rule's matched value is a credential at the rule's level of `check`.
+
+    plausible: at least 6 characters and not a placeholder (`pass`, `pass%20word`,
+    `<password>`, `${TOKEN}`). random: also at least 8 characters mixing character classes,
+    not mostly lowercase words (`keyfile_password`) and not a lowercase hex digest
+    (published hashes, example keys in docs).
+    """
+    if check == "any":
+        return True
+    raw, value = value, value.strip("\"'")
+    bare = urllib.parse.unquote(value)
+    if len(value) < MIN_PLAUSIBLE_LENGTH or _PLACEHOLDER.fullmatch(re.sub(r"[\s_\-]", "", bare)):
+        return False
+    if check == "plausible":
+        return True
+    if len(value) < MIN_RANDOM_LENGTH or _LOWER_HEX.fullmatch(value):
+        return False
+    if value == raw and _CODE_NAME.fullmatch(value):  # unquoted `settings.SECRET_KEY`: code
+        return False
+    classes = (
+        any(c.islower() for c in value)
+        + any(c.isupper() for c in value)
+        + any(c.isdigit() for c in value)
+        + any(not c.isalnum() for c in value)
+    )
+    wordish = sum(map(len, _WORDS.findall(value)))
+    return classes >= 2 and wordish < 0.5 * len(value)
 
 
 # Anchored on the keyword (no leading name part): a leading `[\w.-]*` backtracks badly.
@@ -65,24 +111,27 @@ RULES: tuple[Rule, ...] = (
         re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@\"']+:([^\s@/\"']+)@"),
         ("://",),
         group=1,
+        value_check="plausible",
     ),
     Rule(
         "authorization",
         re.compile(
-            r"(?im)\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?"
-            r"(?:(?:bearer|basic|token|digest|negotiate|bot)\s+)?"
+            r"(?im)\b(?:proxy-)?authorization[\"']?[ \t]*[:=][ \t]*[\"']?"
+            r"(?:(?:bearer|basic|token|digest|negotiate|bot)[ \t]+)?"
             r"(?!(?:bearer|basic|token|digest|negotiate|bot)\b)([^\s\"',;\[]+)"
         ),
         ("authorization",),
         lowered=True,
         group=1,
+        value_check="plausible",
     ),
     Rule(
         "bearer",
-        re.compile(r"(?i)\b(?:bearer|basic)\s+([A-Za-z0-9._~+/\-]{8,}=*)"),
+        re.compile(r"(?i)\b(?:bearer|basic)[ \t]+([A-Za-z0-9._~+/\-]{8,}=*)"),
         ("bearer", "basic"),
         lowered=True,
         group=1,
+        value_check="random",
     ),
     Rule(
         "aws_key_id",
@@ -140,18 +189,20 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "cli_flag",
         re.compile(
-            r"(?i)--[a-z\-]*(?:password|token|secret|api-key|apikey)[a-z\-]*(?:=|\s+)" + _VALUE
+            r"(?i)--[a-z\-]*(?:password|token|secret|api-key|apikey)[a-z\-]*(?:=|[ \t]+)" + _VALUE
         ),
         ("password", "token", "secret", "api-key", "apikey"),
         lowered=True,
         group=1,
+        value_check="random",
     ),
     Rule(
         "assignment",
-        re.compile(r"(?i)" + _KEYWORD + r"[\"']?\s*(?:=|:(?!:))(?!=)\s*" + _VALUE),
+        re.compile(r"(?i)" + _KEYWORD + r"[\"']?[ \t]*(?:=|:(?!:))(?!=)[ \t]*" + _VALUE),
         _KEYWORD_LITERALS,
         lowered=True,
         group=1,
+        value_check="random",
         anchored=True,
     ),
 )

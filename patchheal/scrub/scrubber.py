@@ -22,7 +22,13 @@ import urllib.parse
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from patchheal.scrub.rules import RULES, Rule, detect_secrets_rules, entropy
+from patchheal.scrub.rules import (
+    RULES,
+    Rule,
+    detect_secrets_rules,
+    entropy,
+    value_is_masked,
+)
 
 MASK = "[REDACTED]"
 MIN_SECRET_LENGTH = 6
@@ -56,9 +62,17 @@ def _masked(secret: str) -> str:
     return MASK
 
 
-def _mask_group(group: int) -> Callable[[re.Match[str]], str]:
+def _skipped(rule: Rule, match: re.Match[str]) -> bool:
+    """A match with nothing to mask, or whose value is code, prose or a placeholder."""
+    value = match.group(rule.group) if match.start(rule.group) >= 0 else ""
+    return value in ("", MASK) or not value_is_masked(value, rule.value_check)
+
+
+def _mask_group(rule: Rule) -> Callable[[re.Match[str]], str]:
+    group = rule.group
+
     def repl(match: re.Match[str]) -> str:
-        if match.start(group) < 0 or match.group(group) in ("", MASK):
+        if _skipped(rule, match):
             return match.group(0)
         whole, start = match.group(0), match.start()
         masked = _masked(match.group(group))
@@ -94,7 +108,7 @@ def _sub_hits(rule: Rule, repl: Callable[[re.Match[str]], str], text: str, hay: 
     spans: list[tuple[int, int, str]] = []
     for _, match in sorted(matches.items()):
         group = rule.group
-        if match.start(group) < 0 or match.group(group) in ("", MASK):
+        if _skipped(rule, match):
             continue
         start, end, masked = match.start(group), match.end(group), _masked(match.group(group))
         if spans and start < spans[-1][1]:
@@ -140,7 +154,7 @@ class Scrubber:
                 values.add(quoted)
         self._values = tuple(sorted(values, key=len, reverse=True))
         self._rules = RULES + detect_secrets_rules()
-        self._repls = [_mask_group(rule.group) for rule in self._rules]
+        self._repls = [_mask_group(rule) for rule in self._rules]
         self.entropy = entropy()
 
     @classmethod
@@ -225,6 +239,11 @@ class Scrubber:
             return False
         # Identifiers and paths are mostly lowercase words; random tokens rarely (<1%).
         if sum(map(len, _WORDISH.findall(token))) >= WORDISH_SHARE * len(token):
+            return False
+        # A URL or file path with a commit id in it (`github.com/o/r/blob/<sha>/Lib/x`): two or
+        # more all-lowercase word segments; a random base64 token almost never has one.
+        parts = token.split("/")
+        if sum(1 for p in parts if len(p) >= 3 and p.isalpha() and p.islower()) >= 2:
             return False
         return self.entropy(token) >= ENTROPY_LIMIT
 

@@ -128,7 +128,7 @@ class EventLog:
     """Appends scrubbed events of one job to one file, durably."""
 
     def __init__(self, path: Path, *, job_id: str, scrubber: Scrubber | None = None) -> None:
-        from patchheal.scrub.scrubber import default_scrubber
+        from patchheal.scrub.active import current as default_scrubber
 
         self.path = Path(path)
         self.job_id = job_id

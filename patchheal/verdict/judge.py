@@ -14,7 +14,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from patchheal.models import CommandResult, TestCounts, Verdict
+from patchheal.models import CommandResult, TestCounts, TestResults, Verdict
+from patchheal.verdict.byid import got_worse, why_not_passing
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _ITEM = r"\d+ [a-z][a-z-]*(?: [a-z]+)?"
@@ -156,15 +157,26 @@ def _mentioned(lines: list[str], test: str) -> bool:
     return any(test in line or re.search(rf"\b{re.escape(name)}\b", line) for line in lines)
 
 
+def _describe_results(tests: TestResults | None) -> str:
+    if tests is None:
+        return "no tests ran"
+    passed = len(tests.with_outcome("passed"))
+    return f"{passed} passed by id ({', '.join(tests.runners)})"
+
+
 def judge(
     result: CommandResult, *, baseline: Verdict | None = None, expected_tests: Sequence[str] = ()
 ) -> Verdict:
     """Whether a step run passed, and a short sentence saying why."""
     counts = parse_counts(result.output)
     failing = failing_tests(result.output)
+    if result.tests is not None:
+        failing = tuple(dict.fromkeys((*result.tests.with_outcome("failed", "error"), *failing)))
 
     def verdict(passed: bool, reason: str) -> Verdict:
-        return Verdict(passed=passed, reason=reason, counts=counts, failing_tests=failing)
+        return Verdict(
+            passed=passed, reason=reason, counts=counts, failing_tests=failing, tests=result.tests
+        )
 
     code = result.exit_code
     if result.timed_out == "wall":
@@ -175,7 +187,12 @@ def judge(
         return verdict(False, "killed for running out of memory")
     if code is None:
         return verdict(False, "killed before it exited")
-    test_step = _reported(counts) or (baseline is not None and _reported(baseline.counts))
+    prior = baseline.tests if baseline is not None else None
+    test_step = (
+        _reported(counts)
+        or result.tests is not None
+        or (baseline is not None and (_reported(baseline.counts) or prior is not None))
+    )
     if code != 0:
         if code in _PYTEST_EXIT and test_step:
             return verdict(False, f"{_PYTEST_EXIT[code]} (exit code {code})")
@@ -190,8 +207,13 @@ def judge(
         return verdict(False, f"exited with code {code}")
     if not test_step:
         return verdict(True, "exited with code 0")
-    if not _reported(counts):
+    by_id = why_not_passing(result.tests, prior)
+    if by_id is not None:
+        return verdict(False, f"exited 0 but {by_id}")
+    if not _reported(counts) and result.tests is None:
         return verdict(False, "exited 0 but printed no test summary, unlike the baseline run")
+    if not _reported(counts):
+        return verdict(True, _describe_results(result.tests))
     if counts.failed or counts.errors:
         return verdict(False, f"exited 0 but reports {_describe(counts)}; that is not a pass")
     if not counts.passed:
@@ -227,6 +249,7 @@ def worse(before: Verdict, after: Verdict) -> tuple[bool, str]:
         why.append(f"more errors ({a.errors} > {b.errors or 0})")
     if _reported(b) and (a.passed or 0) < (b.passed or 0):
         why.append(f"fewer tests passed ({a.passed or 0} < {b.passed})")
+    why += got_worse(before.tests, after.tests)
     new = [t for t in after.failing_tests if t not in before.failing_tests]
     if new:
         why.append(f"newly failing: {', '.join(new[:5])}" + (" ..." if len(new) > 5 else ""))

@@ -27,6 +27,11 @@ def git_out(*args: str, cwd: Path, check: bool = True, stdin: bytes | None = Non
     return proc.git(*args, cwd=cwd, check=check, stdin=stdin).output.strip()
 
 
+def git_env(path: Path) -> dict[str, str]:
+    """The environment of a raw `git` (or `patch`) call in `path`: hardened, explicit location."""
+    return {**proc.no_git_env(), **proc.git_location(path)}
+
+
 @contextmanager
 def temp_index(path: Path) -> Iterator[dict[str, str]]:
     """An environment whose GIT_INDEX_FILE is a throwaway copy of the worktree's index.
@@ -40,7 +45,7 @@ def temp_index(path: Path) -> Iterator[dict[str, str]]:
     os.close(fd)
     temp = Path(name)
     try:
-        env = proc.no_git_env()
+        env = git_env(path)
         env.update(GIT_INDEX_FILE=str(temp), GIT_TERMINAL_PROMPT="0")
         if index.is_file():
             shutil.copy2(index, temp)
@@ -89,7 +94,7 @@ def apply_patch(path: Path, diff: str) -> str:
     snapshot = _snapshot(path)
     tried: list[str] = []
     for name, argv, atomic in apply_methods():
-        result = proc.run(argv, cwd=path, env=proc.no_git_env(), stdin=data, timeout=300)
+        result = proc.run(argv, cwd=path, env=git_env(path), stdin=data, timeout=300)
         if result.exit_code == 0:
             if name == "git-apply-3way":
                 git_out("reset", "--quiet", cwd=path)  # the index back at HEAD, as we found it

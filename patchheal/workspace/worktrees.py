@@ -50,6 +50,22 @@ def _rev_parse(ref: str, cwd: Path) -> str:
     return git_out("rev-parse", "--verify", "--quiet", ref, cwd=cwd, check=False)
 
 
+def _restore_git_file(path: Path) -> None:
+    """Write a worktree's `.git` file back from the private repository's record.
+
+    Host git never follows it (see `proc.git_location`), but the Docker harness
+    reads it to decide what to mount, and the local harness's steps can rewrite it.
+    """
+    location = proc.git_location(path)
+    if location:
+        marker = path / ".git"
+        if marker.is_dir() and not marker.is_symlink():
+            shutil.rmtree(marker)
+        else:
+            marker.unlink(missing_ok=True)
+        marker.write_text(f"gitdir: {location['GIT_DIR']}\n", encoding="utf-8")
+
+
 class PublishRefused(BadInput):
     """publish() would touch a branch the user has checked out or would rewrite."""
 
@@ -215,6 +231,7 @@ class JobWorkspace:
         path = self._own(path)
         target = self._resolve_private(to) if to else "HEAD"
         # A killed git leaves index.lock behind; the job lock makes us its only user.
+        _restore_git_file(path)
         lock = Path(git_out("rev-parse", "--git-path", "index.lock", cwd=path))
         (lock if lock.is_absolute() else path / lock).unlink(missing_ok=True)
         git_out("reset", "--quiet", "--hard", target, cwd=path)

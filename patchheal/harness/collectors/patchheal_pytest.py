@@ -1,0 +1,97 @@
+"""patchheal's pytest collector: per-test outcomes by node id, from pytest's own reports.
+
+Loaded by the harness through PYTEST_PLUGINS, so it registers before any
+conftest or test module is imported. It snapshots the pytest internals a
+patch could replace to make a test "pass" without running it
+(`Function.runtest = lambda self: None`) and reports them as tampered if they
+changed by the end of the session. A session that never finishes (os._exit,
+a crash) writes nothing, which the verdict treats as no results.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import unittest
+from typing import Any
+
+import _pytest.python
+import _pytest.reports
+import _pytest.runner
+import _pytest.unittest
+import patchheal_results as channel
+
+_OWNERS: dict[str, Any] = {
+    "python.Function": _pytest.python.Function,
+    "python": _pytest.python,
+    "runner": _pytest.runner,
+    "runner.CallInfo": _pytest.runner.CallInfo,
+    "reports.TestReport": _pytest.reports.TestReport,
+    "unittest.TestCaseFunction": _pytest.unittest.TestCaseFunction,
+    "stdlib.TestCase": unittest.TestCase,
+}
+_ATTRS = {
+    "python.Function": ("runtest", "setup"),
+    "python": ("pytest_pyfunc_call",),
+    "runner": (
+        "call_and_report",
+        "call_runtest_hook",
+        "runtestprotocol",
+        "pytest_runtest_call",
+        "pytest_runtest_makereport",
+    ),
+    "runner.CallInfo": ("from_call",),
+    "reports.TestReport": ("from_item_and_call",),
+    "unittest.TestCaseFunction": ("runtest",),
+    # unittest-style tests under pytest: a no-op assertEqual makes them "pass".
+    "stdlib.TestCase": tuple(
+        n for n in vars(unittest.TestCase) if n.startswith(("assert", "fail"))
+    ),
+}
+
+
+def _current(name: str) -> Any:
+    owner, _, attr = name.rpartition(".")
+    holder = _OWNERS[owner]
+    return inspect.getattr_static(holder, attr, None)
+
+
+_WATCHED = {f"{o}.{a}": _current(f"{o}.{a}") for o, attrs in _ATTRS.items() for a in attrs}
+_outcomes: dict[str, str] = {}
+_defined_in: dict[str, str] = {}
+
+
+def _record(test_id: str, outcome: str) -> None:
+    _outcomes[test_id] = channel.worst(_outcomes.get(test_id), outcome)
+
+
+def pytest_runtest_call(item: Any) -> None:
+    function = getattr(item, "obj", None)
+    code = getattr(inspect.unwrap(function), "__code__", None) if function else None
+    if code is not None:
+        root = str(item.config.rootpath)
+        _defined_in[item.nodeid] = channel.where(os.path.abspath(code.co_filename), root)  # noqa: PTH100
+
+
+def pytest_runtest_logreport(report: Any) -> None:
+    if report.when == "call":
+        if hasattr(report, "wasxfail"):
+            _record(report.nodeid, "xfailed" if report.skipped else "failed")
+        else:
+            _record(report.nodeid, report.outcome)
+    elif report.failed:
+        _record(report.nodeid, "error")
+    elif report.skipped:
+        _record(report.nodeid, "skipped")
+
+
+def pytest_collectreport(report: Any) -> None:
+    if report.failed:
+        _record(report.nodeid or "<collection>", "error")
+
+
+def pytest_sessionfinish(session: Any, exitstatus: Any) -> None:
+    tampered = [name for name, obj in _WATCHED.items() if _current(name) is not obj]
+    channel.write(
+        "pytest", {"outcomes": _outcomes, "defined_in": _defined_in, "tampered": tampered}
+    )

@@ -1,0 +1,194 @@
+"""The results channel: where the harness's own collectors report per-test outcomes.
+
+Per run, the harness opens a fresh directory outside the worktree (a
+`results-<nonce>` directory under a private temp dir; in Docker it is bind
+mounted at `/run/patchheal/results-<nonce>`) and a random signing token. Both
+reach the step only through its environment, never the proposer's context.
+The collectors (`collectors/`: a pytest plugin loaded by PYTEST_PLUGINS, a
+unittest hook loaded by sitecustomize, node's JUnit reporter through
+NODE_OPTIONS) write there; `collect` reads what they wrote, drops records that
+are unfinished or not signed with the token, and removes the directory.
+A step may also declare its own JUnit XML (`results = "glob"`), read from the
+worktree: weaker, since the step writes it, and said so in docs/verdict.md.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import secrets
+import shutil
+import tempfile
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from patchheal.models import TestResults
+
+COLLECTORS = Path(__file__).resolve().parent / "collectors"
+DIR_ENV = "PATCHHEAL_RESULTS_DIR"
+TOKEN_ENV = "PATCHHEAL_RESULTS_TOKEN"
+NODE_JUNIT = "node-junit.xml"
+# Worst first, as in collectors/patchheal_results.py.
+_RANK = {"error": 0, "failed": 1, "passed": 2, "xfailed": 3, "skipped": 4}
+
+
+def _worst(before: str | None, now: str) -> str:
+    if before is None:
+        return now
+    return before if _RANK.get(before, 0) <= _RANK.get(now, 0) else now
+
+
+class ResultsChannel:
+    """One run's results directory and token; `close()` removes the directory."""
+
+    def __init__(self) -> None:
+        self.nonce = secrets.token_hex(8)
+        self.token = secrets.token_hex(32)
+        self._root = Path(tempfile.mkdtemp(prefix="patchheal-results-"))
+        self.host_dir = self._root / f"results-{self.nonce}"
+        self.host_dir.mkdir()
+        # A container's user is not the host user; the private parent (0700)
+        # keeps other host users out, the nonce keeps the path unguessable.
+        self.host_dir.chmod(0o777)
+
+    def environment(
+        self, base: Mapping[str, str], *, results_dir: str, collectors: str
+    ) -> dict[str, str]:
+        """`base` plus the variables that load the collectors and point them here."""
+        env = dict(base)
+        env[DIR_ENV] = results_dir
+        env[TOKEN_ENV] = self.token
+        env["PYTHONPATH"] = ":".join(filter(None, (collectors, base.get("PYTHONPATH"))))
+        env["PYTEST_PLUGINS"] = ",".join(
+            filter(None, ("patchheal_pytest", base.get("PYTEST_PLUGINS")))
+        )
+        node = (
+            f"--test-reporter=tap --test-reporter-destination=stdout "
+            f"--test-reporter=junit --test-reporter-destination={results_dir}/{NODE_JUNIT}"
+        )
+        env["NODE_OPTIONS"] = " ".join(filter(None, (base.get("NODE_OPTIONS"), node)))
+        return env
+
+    def collect(
+        self, worktree: Path | None = None, declared: str | None = None
+    ) -> TestResults | None:
+        """What the collectors (and a declared JUnit glob in `worktree`) reported, or None."""
+        outcomes: dict[str, str] = {}
+        defined_in: dict[str, str] = {}
+        runners: list[str] = []
+        tampered: list[str] = []
+        rejected: list[str] = []
+
+        def merge(found: Mapping[str, str]) -> None:
+            for test_id, outcome in found.items():
+                outcomes[test_id] = _worst(outcomes.get(test_id), str(outcome))
+
+        for path in sorted(self.host_dir.glob("*")):
+            if path.suffix == ".json":
+                record = _verified(path, self.token)
+                if record is None:
+                    rejected.append(path.name)
+                    continue
+                runners.append(record.runner)
+                merge(record.outcomes)
+                defined_in.update(record.defined_in)
+                tampered += [f"{record.runner}: {t}" for t in record.tampered]
+            elif path.name == NODE_JUNIT:
+                parsed = _junit(path)
+                if parsed is None:
+                    rejected.append(path.name)
+                else:
+                    runners.append("node")
+                    merge(parsed)
+            elif path.suffix != ".part":
+                rejected.append(path.name)
+        if declared and worktree is not None:
+            for path in sorted(worktree.glob(declared)):
+                parsed = _junit(path)
+                if parsed is None:
+                    rejected.append(str(path.relative_to(worktree)))
+                else:
+                    runners.append("junit")
+                    merge(parsed)
+        if not runners and not rejected:
+            return None
+        return TestResults(
+            outcomes=outcomes,
+            defined_in=defined_in,
+            runners=tuple(runners),
+            tampered=tuple(tampered),
+            rejected=tuple(rejected),
+        )
+
+    def close(self) -> None:
+        shutil.rmtree(self._root, ignore_errors=True)
+
+
+class _Record(BaseModel):
+    """What a collector writes (collectors/patchheal_results.py `write`)."""
+
+    runner: str
+    finished: bool
+    outcomes: dict[str, str] = {}
+    defined_in: dict[str, str] = {}
+    tampered: list[str] = []
+
+
+def _verified(path: Path, token: str) -> _Record | None:
+    """The payload of a finished record signed with `token`, else None."""
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        payload, mac = record["payload"], record["mac"]
+        if not (isinstance(payload, str) and isinstance(mac, str)):
+            return None
+        # The same HMAC as collectors/patchheal_results.py `sign`.
+        expected = hmac.new(token.encode(), payload.encode(), hashlib.sha256).hexdigest()
+        if not hmac.compare_digest(expected, mac):
+            return None
+        body = _Record.model_validate_json(payload)
+    except (OSError, ValueError, KeyError, TypeError):  # pydantic's ValidationError is a ValueError
+        return None
+    return body if body.finished else None
+
+
+def _junit(path: Path) -> dict[str, str] | None:
+    """Outcome by test id (enclosing suite names + case name) of a JUnit XML file."""
+    try:
+        tree = ET.parse(path)
+    except (ET.ParseError, OSError):
+        return None
+    found: dict[str, str] = {}
+
+    def walk(element: ET.Element, prefix: tuple[str, ...]) -> None:
+        for child in element:
+            tag = child.tag.rsplit("}", 1)[-1]
+            if tag == "testsuites":
+                walk(child, prefix)
+            elif tag == "testsuite":
+                walk(child, (*prefix, child.get("name", "")) if child.get("name") else prefix)
+            elif tag == "testcase":
+                name = child.get("name", "")
+                classname = child.get("classname", "")
+                test_id = ".".join(
+                    filter(None, (*prefix, classname if classname != "test" else "", name))
+                )
+                kinds = {c.tag.rsplit("}", 1)[-1] for c in child}
+                outcome = (
+                    "error"
+                    if "error" in kinds
+                    else "failed"
+                    if "failure" in kinds
+                    else "skipped"
+                    if "skipped" in kinds
+                    else "passed"
+                )
+                found[test_id] = _worst(found.get(test_id), outcome)
+
+    wrapper = ET.Element("report")
+    wrapper.append(tree.getroot())
+    walk(wrapper, ())
+    return found

@@ -1,0 +1,53 @@
+"""What dependency setup reads: a worktree's committed tree, never a candidate's edits.
+
+A job worktree's HEAD is the step's starting commit (the base plus verified
+fixes); a candidate is applied on top, uncommitted. Setup runs the project's
+packaging code (setup.py, build backends) as root and its result is cached as
+an image, so it gets an export of HEAD, made by host git through the
+worktree's trusted location (`proc.git_location`). A directory that is not a
+job worktree (an ad-hoc `patchheal run` over a plain directory) is used as is.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tarfile
+import tempfile
+from pathlib import Path
+
+from patchheal import proc
+
+
+class CommittedSources:
+    """Exports of worktree commits, one directory per commit, removed on close."""
+
+    def __init__(self) -> None:
+        self._root: Path | None = None
+        self._exports: dict[str, Path] = {}
+
+    def source(self, worktree: Path) -> Path:
+        """The directory dependency setup reads for `worktree`."""
+        if not proc.git_location(worktree):
+            return worktree
+        head = proc.git("rev-parse", "--verify", "HEAD^{commit}", cwd=worktree).output.strip()
+        if head not in self._exports:
+            self._exports[head] = self._export(worktree, head)
+        return self._exports[head]
+
+    def _export(self, worktree: Path, commit: str) -> Path:
+        if self._root is None:
+            self._root = Path(tempfile.mkdtemp(prefix="patchheal-sources-"))
+        target = self._root / commit
+        archive = self._root / f"{commit}.tar"
+        proc.git("archive", "--format=tar", f"--output={archive}", commit, cwd=worktree)
+        target.mkdir()
+        with tarfile.open(archive) as tar:
+            tar.extractall(target, filter="data")
+        archive.unlink()
+        return target
+
+    def close(self) -> None:
+        if self._root is not None:
+            shutil.rmtree(self._root, ignore_errors=True)
+            self._root = None
+            self._exports.clear()

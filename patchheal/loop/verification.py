@@ -1,0 +1,114 @@
+"""Verification of a patched worktree: the failing step `verify_runs` times, then regression.
+
+Every run of the failing step must pass the verdict (`verdict/judge.py`,
+by test id when the harness's collectors reported): one green run of a flaky
+test proves nothing. The regression steps must not get worse than their
+baseline, by counts and by test id. The caller has applied the patch.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from patchheal.config import BudgetSpec, StepSpec
+from patchheal.errors import HarnessError
+from patchheal.failure.analysis import analyze
+from patchheal.harness.base import Harness
+from patchheal.models import CommandResult, Failure, Outcome, Verdict
+from patchheal.verdict.judge import judge, worse
+
+
+def _run(
+    harness: Harness, command: str, tree: Path, budget: BudgetSpec, results: str | None
+) -> CommandResult:
+    return harness.run(
+        command,
+        tree,
+        timeout=budget.step_timeout_seconds,
+        idle_timeout=budget.idle_timeout_seconds,
+        results=results,
+    )
+
+
+def _timeout(result: CommandResult, budget: BudgetSpec) -> str:
+    limit = (
+        budget.idle_timeout_seconds if result.timed_out == "idle" else budget.step_timeout_seconds
+    )
+    return f"{result.timed_out} timeout after {limit:g} s"
+
+
+def verify(
+    harness: Harness,
+    step: StepSpec,
+    tree: Path,
+    budget: BudgetSpec,
+    *,
+    baseline: Verdict,
+    failure: Failure,
+    regression: str | None,
+    regression_baseline: Verdict | None,
+) -> tuple[Outcome, str, str]:
+    """The outcome of a patched `tree`, why, and the log of the runs."""
+    runs = budget.verify_runs
+    log = ""
+    passed: Verdict | None = None
+    for run in range(1, runs + 1):
+        try:
+            result = _run(harness, step.command, tree, budget, step.results)
+        except HarnessError as exc:
+            return Outcome.HARNESS_ERROR, f"harness error: {exc}", log
+        log += f"$ {step.command}  (verification run {run} of {runs})\n{result.output}"
+        if result.timed_out is not None:
+            return Outcome.TIMEOUT, _timeout(result, budget), log
+        verdict = judge(result, baseline=baseline, expected_tests=failure.failing_tests)
+        if not verdict.passed:
+            after = analyze(result.output, repo_root=str(tree), command=step.command).fingerprint
+            change = (
+                "failure unchanged"
+                if after == failure.fingerprint
+                else f"failure changed to {after}"
+            )
+            which = f" in verification run {run} of {runs}" if runs > 1 else ""
+            return (
+                Outcome.NO_EFFECT,
+                f"the failing step still fails{which} ({change}): {verdict.reason}",
+                log,
+            )
+        passed = verdict
+    assert passed is not None  # verify_runs >= 1
+    if regression is None:
+        return Outcome.FIXED, f"the failing step passes: {passed.reason}", log
+    bad, why, reg_log = _regression(harness, regression, tree, budget, regression_baseline)
+    log += reg_log
+    if bad is Outcome.REGRESSION:
+        return bad, f"the failing step passes but the regression steps got worse: {why}", log
+    if bad is not None:
+        return bad, why, log
+    return (
+        Outcome.FIXED,
+        f"the failing step passes and the regression steps did not get worse: {passed.reason}",
+        log,
+    )
+
+
+def _regression(
+    harness: Harness,
+    command: str,
+    tree: Path,
+    budget: BudgetSpec,
+    baseline: Verdict | None,
+) -> tuple[Outcome | None, str, str]:
+    """What went wrong in the regression steps (None: they did not get worse), why, their log."""
+    try:
+        result = _run(harness, command, tree, budget, None)
+    except HarnessError as exc:  # as transient as in the failing step: never a job error
+        return Outcome.HARNESS_ERROR, f"harness error in the regression steps: {exc}", ""
+    log = f"\n$ {command}\n{result.output}"
+    if result.timed_out is not None:
+        return Outcome.TIMEOUT, f"regression steps: {result.timed_out} timeout", log
+    verdict = judge(result, baseline=baseline)
+    if baseline is not None:
+        got_worse, why = worse(baseline, verdict)
+    else:
+        got_worse, why = not verdict.passed, verdict.reason
+    return (Outcome.REGRESSION if got_worse else None), why, log

@@ -1,0 +1,62 @@
+"""Issue 17: a step container dies with its run, even when patchheal is SIGKILLed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness_support import engine, python_def, python_image
+
+from patchheal.harness import containers
+
+__all__ = ["engine", "python_def", "python_image"]
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+STEP_TIMEOUT = 5
+GRACE = 15  # the container's own limit fires SELF_LIMIT_GRACE (10 s) after the timeout
+
+
+def test_a_killed_runs_step_container_stops_within_its_timeout(
+    engine: Any, python_image: str, tmp_path: Path
+) -> None:
+    job_id = f"orphan-{os.getpid()}"
+    (tmp_path / "wt").mkdir()
+    script = textwrap.dedent(f"""
+        from pathlib import Path
+        from patchheal.harness.definitions import load_harness
+        from patchheal.harness.docker import DockerHarness
+        harness = DockerHarness(load_harness("python"), job_id={job_id!r})
+        harness.run("sleep 600", Path({str(tmp_path / "wt")!r}),
+                    timeout={STEP_TIMEOUT}, idle_timeout={STEP_TIMEOUT})
+    """)
+    run = subprocess.Popen([sys.executable, "-c", script])
+    step = [f"{containers.LABEL_JOB}={job_id}", f"{containers.LABEL_PURPOSE}=run-python"]
+    flt = {"label": step, "status": "running"}
+    try:
+        deadline = time.monotonic() + 600  # a first dependency setup
+        while not engine.containers.list(filters=flt):
+            assert run.poll() is None, "the run ended before its step started"
+            assert time.monotonic() < deadline, "the step never started"
+            time.sleep(0.2)
+        started = time.monotonic()
+        # SIGKILL: no finally, no atexit, no host-side timeout: only the container can act.
+        os.kill(run.pid, signal.SIGKILL)
+        run.wait()
+        while engine.containers.list(filters=flt) and time.monotonic() - started < 120:
+            time.sleep(0.5)
+        stopped_after = time.monotonic() - started
+        assert not engine.containers.list(filters=flt)
+        assert stopped_after <= STEP_TIMEOUT + GRACE, stopped_after
+    finally:
+        for container in engine.containers.list(
+            all=True, filters={"label": f"{containers.LABEL_JOB}={job_id}"}
+        ):
+            container.remove(force=True)

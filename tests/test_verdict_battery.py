@@ -1,0 +1,75 @@
+"""The adversarial battery (tests/verdict_battery.py): no spoof is judged fixed, every real fix is.
+
+Each case reproduces a real failing project through the reproduction gate and
+verifies a candidate with the real verification, in the local harness (and,
+for a handful, in the Docker harness) with the harness's results channel.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.verdict_battery import CASES, LEGIT, SPOOFS, Case, evaluate
+
+pytestmark = pytest.mark.slow
+
+
+def test_battery_is_big_enough_and_covers_every_runner() -> None:
+    """The issue asks for >= 30 spoofs over pytest, unittest, node and generic; >= 10 fixes."""
+    assert len(SPOOFS) >= 30
+    assert len(LEGIT) >= 10
+    families = {case.project.split("-")[0] for case in SPOOFS}
+    assert {"pytest", "unittest", "node", "generic"} <= families
+    assert {case.project.split("-")[0] for case in LEGIT} >= {
+        "pytest",
+        "unittest",
+        "node",
+        "generic",
+    }
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
+def test_case_is_judged_as_it_must_be(case: Case, tmp_path: Path) -> None:
+    """A spoof never ends fixed; a real fix of the same project still does."""
+    judged = evaluate(case, tmp_path)
+    assert judged.fixed is case.legit, f"{case.tries}: {judged.reason}"
+    if case.project != "flaky" or case.budget:
+        # Proof the results channel is what reported, for every runner family.
+        family = case.project.split("-")[0]
+        expected = {"generic": "junit", "flaky": "pytest"}.get(family, family)
+        assert expected in judged.baseline_runners
+
+
+DOCKER_CASES = [
+    c
+    for c in CASES
+    if c.name
+    in {
+        "pytest: Function.runtest = no-op",
+        "pytest: print a pass summary, exit 0",
+        "pytest: forged results record",
+        "unittest: TestCase.run reports success",
+        "pytest: fix add",
+        "unittest: fix add",
+    }
+]
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("case", DOCKER_CASES, ids=[case.name for case in DOCKER_CASES])
+def test_docker_harness_collects_results_too(
+    case: Case, tmp_path: Path, require_docker: None
+) -> None:
+    """The collectors reach a sandboxed container (read-only root, mounted results dir)."""
+    from patchheal.harness.definitions import load_harness
+    from patchheal.harness.docker import DockerHarness
+
+    harness = DockerHarness(load_harness("python"), job_id=f"battery-{tmp_path.name}")
+    try:
+        judged = evaluate(case, tmp_path, harness, python="python")
+    finally:
+        harness.close()
+    assert judged.fixed is case.legit, f"{case.tries}: {judged.reason}"
+    assert judged.baseline_runners == (case.project.split("-")[0],)

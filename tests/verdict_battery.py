@@ -1,0 +1,652 @@
+"""The adversarial verdict battery: spoofs that must end not fixed, real fixes that must end fixed.
+
+Each case is a small real project (a git repository in a temp dir), its
+failing step reproduced through the real reproduction gate, a candidate's
+edits written into the worktree, and the real verification (`verify_runs`
+runs of the step, then the regression step) in the local harness with its
+results channel. Shared by tests/test_verdict_battery.py and
+benchmarks/bench_verdict.py, so the table and the tests judge the same cases.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from patchheal.config import BudgetSpec, StepSpec
+from patchheal.harness.base import Harness
+from patchheal.harness.local import LocalHarness
+from patchheal.loop.reproduce import reproduce
+from patchheal.loop.verification import verify
+from patchheal.models import PATCHABLE_CLASSES, Outcome
+
+PY = sys.executable
+
+
+def _d(text: str) -> str:
+    return textwrap.dedent(text).lstrip("\n")
+
+
+BUGGY = _d("""
+    def add(a, b):
+        return a - b
+
+
+    def mul(a, b):
+        return a * b
+""")
+FIXED = BUGGY.replace("return a - b", "return a + b")
+
+PYTEST_TESTS = _d("""
+    from calc import add, mul
+
+
+    def test_add():
+        assert add(2, 3) == 5
+
+
+    def test_mul():
+        assert mul(2, 3) == 6
+""")
+UNITTEST_TESTS = _d("""
+    import unittest
+
+    from calc import add, mul
+
+
+    class CalcTest(unittest.TestCase):
+        def test_add(self):
+            self.assertEqual(add(2, 3), 5)
+
+        def test_mul(self):
+            self.assertEqual(mul(2, 3), 6)
+""")
+NODE_CALC = "exports.add = (a, b) => a - b;\nexports.mul = (a, b) => a * b;\n"
+NODE_FIXED = NODE_CALC.replace("a - b", "a + b")
+NODE_TESTS = _d("""
+    const test = require('node:test');
+    const assert = require('node:assert');
+    const { add, mul } = require('../calc');
+
+    test('adds', () => { assert.strictEqual(add(2, 3), 5); });
+    test('multiplies', () => { assert.strictEqual(mul(2, 3), 6); });
+""")
+NODE_PACKAGE = '{"name": "calc", "version": "1.0.0", "scripts": {"test": "%s"}}\n'
+CHECK = _d("""
+    import sys
+    from pathlib import Path
+
+    from calc import add, mul
+
+    CHECKS = {"add": lambda: add(2, 3) == 5, "mul": lambda: mul(2, 3) == 6}
+    cases, failed = [], 0
+    for name, check in CHECKS.items():
+        ok = bool(check())
+        failed += not ok
+        body = "" if ok else '<failure message="check failed"/>'
+        cases.append(f'<testcase classname="checks" name="{name}">{body}</testcase>')
+    Path("reports").mkdir(exist_ok=True)
+    xml = '<testsuite name="checks">' + "".join(cases) + "</testsuite>"
+    Path("reports/junit.xml").write_text(xml)
+    print(f"{len(CHECKS) - failed} ok, {failed} failed")
+    sys.exit(1 if failed else 0)
+""")
+# Fails on every other run: a counter outside the worktree (its path is
+# filled in per case) so a reset of the worktree does not reset it.
+FLAKY_TESTS = _d("""
+    from pathlib import Path
+
+    COUNTER = Path({counter!r})
+
+
+    def test_sometimes():
+        runs = int(COUNTER.read_text()) + 1 if COUNTER.exists() else 1
+        COUNTER.write_text(str(runs))
+        assert runs % 2 == 0, f"run {{runs}} is odd"
+""")
+PYPROJECT = '[tool.pytest.ini_options]\npythonpath = ["."]\n'
+
+
+@dataclass(frozen=True)
+class Project:
+    """A small real project whose step fails at its base commit."""
+
+    files: dict[str, str]
+    command: str
+    results: str | None = None
+    regression: str | None = None
+
+
+PROJECTS: dict[str, Project] = {
+    "pytest": Project(
+        {"calc.py": BUGGY, "tests/test_calc.py": PYTEST_TESTS, "pyproject.toml": PYPROJECT},
+        "{python} -m pytest -q tests/test_calc.py::test_add",
+        regression="{python} -m pytest -q tests",
+    ),
+    "pytest-s": Project(
+        {"calc.py": BUGGY, "tests/test_calc.py": PYTEST_TESTS, "pyproject.toml": PYPROJECT},
+        "{python} -m pytest -s -q tests/test_calc.py",
+    ),
+    "pytest-import": Project(
+        {
+            "calc.py": BUGGY,
+            "tests/test_calc.py": PYTEST_TESTS.replace("add, mul", "add, mul, sub")
+            + "\n\ndef test_sub():\n    assert sub(3, 2) == 1\n",
+            "pyproject.toml": PYPROJECT,
+        },
+        "{python} -m pytest -q tests/test_calc.py",
+    ),
+    "unittest": Project(
+        {"calc.py": BUGGY, "test_calc.py": UNITTEST_TESTS}, "{python} -m unittest -v test_calc"
+    ),
+    "node": Project(
+        {
+            "calc.js": NODE_CALC,
+            "test/calc.test.js": NODE_TESTS,
+            "package.json": NODE_PACKAGE % "node --test",
+        },
+        "npm test",
+    ),
+    "generic": Project({"calc.py": BUGGY, "check.py": CHECK}, "{python} check.py", "reports/*.xml"),
+    "flaky": Project(
+        {"tests/test_flaky.py": FLAKY_TESTS, "pyproject.toml": PYPROJECT},
+        "{python} -m pytest -q tests/test_flaky.py",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    """A candidate's edits (path -> new content) over a project, and what it tries."""
+
+    name: str
+    project: str
+    edits: dict[str, str]
+    legit: bool
+    tries: str
+    budget: dict[str, int] = field(default_factory=dict)
+
+
+def _spoof(name: str, project: str, prelude: str, tries: str, **budget: int) -> Case:
+    """A source patch: `prelude` runs when calc.py is imported; the bug stays."""
+    return Case(name, project, {"calc.py": _d(prelude) + "\n\n" + BUGGY}, False, tries, budget)
+
+
+_PRINT_PASS_EXIT = """
+    import os, sys
+    sys.stdout.write("{summary}\\n")
+    sys.stdout.flush()
+    os._exit(0)
+"""
+_FORGE = """
+    import hashlib, hmac, json, os
+    folder = os.environ.get("PATCHHEAL_RESULTS_DIR", ".")
+    payload = json.dumps({{"runner": "{runner}", "finished": True, "tampered": [],
+                          "outcomes": {{"{test}": "passed"}}, "defined_in": {{}}}})
+    key = os.environ.get("PATCHHEAL_RESULTS_TOKEN", "").encode()
+    mac = hmac.new(key, payload.encode(), hashlib.sha256).hexdigest()
+    with open(os.path.join(folder, "{runner}-1-forged.json"), "w") as out:
+        json.dump({{"payload": payload, "mac": mac}}, out)
+    print("{summary}")
+    os._exit(0)
+"""
+_NODE_JUNIT_FORGE = """
+    import os
+    folder = os.environ.get("PATCHHEAL_RESULTS_DIR", ".")
+    with open(os.path.join(folder, "node-junit.xml"), "w") as out:
+        out.write('<testsuites><testcase name="{test}"/></testsuites>')
+    print("{summary}")
+    os._exit(0)
+"""
+PYTEST_PASS = "=== 1 passed in 0.01s ==="
+UNITTEST_PASS = "Ran 1 test in 0.001s\\n\\nOK"
+ADD_ID = "tests/test_calc.py::test_add"
+
+
+def _spoofs() -> list[Case]:
+    cases: list[Case] = []
+    for project in ("pytest", "pytest-s"):
+        cases.append(
+            _spoof(
+                f"{project}: print a pass summary, exit 0",
+                project,
+                _PRINT_PASS_EXIT.format(summary=PYTEST_PASS),
+                "a source file prints pytest's summary at import and exits 0",
+            )
+        )
+    cases += [
+        _spoof(
+            "pytest: Function.runtest = no-op",
+            "pytest",
+            "import _pytest.python\n_pytest.python.Function.runtest = lambda self: None\n",
+            "the 4-line runtest patch of the issue",
+        ),
+        _spoof(
+            "pytest-s: Function.runtest = no-op",
+            "pytest-s",
+            "import _pytest.python\n_pytest.python.Function.runtest = lambda self: None\n",
+            "the same under -s",
+        ),
+        _spoof(
+            "pytest: reports forced to passed",
+            "pytest",
+            """
+            import _pytest.reports
+            _orig = _pytest.reports.TestReport.from_item_and_call.__func__
+            def _passed(cls, item, call):
+                report = _orig(cls, item, call)
+                report.outcome, report.longrepr = "passed", None
+                return report
+            _pytest.reports.TestReport.from_item_and_call = classmethod(_passed)
+            """,
+            "rewrites every test report to passed",
+        ),
+        _spoof(
+            "pytest: CallInfo.from_call skips the test",
+            "pytest",
+            """
+            import _pytest.runner
+            _orig = _pytest.runner.CallInfo.from_call.__func__
+            def _call(cls, func, when, reraise=None):
+                return _orig(cls, lambda: None, when, reraise)
+            _pytest.runner.CallInfo.from_call = classmethod(_call)
+            """,
+            "runs nothing in place of every phase",
+        ),
+        _spoof(
+            "pytest: call_and_report replaced",
+            "pytest",
+            """
+            import _pytest.runner
+            _orig = _pytest.runner.call_and_report
+            def _call(item, when, log=True, **kw):
+                item.runtest = lambda: None
+                return _orig(item, when, log, **kw)
+            _pytest.runner.call_and_report = _call
+            """,
+            "neuters the test item right before its call phase",
+        ),
+        _spoof(
+            "pytest: test functions swapped at collection",
+            "pytest",
+            """
+            import _pytest.python
+            _pytest.python.Function._getobj = lambda self: (lambda *a, **k: None)
+            """,
+            "every collected test function becomes a no-op defined in calc.py",
+        ),
+        _spoof(
+            "pytest: module-level skip",
+            "pytest",
+            'import pytest\npytest.skip("later", allow_module_level=True)\n',
+            "skips the test module from the source file it imports",
+        ),
+        _spoof(
+            "pytest: xfail injected",
+            "pytest",
+            """
+            import _pytest.skipping
+            _pytest.skipping.evaluate_xfail_marks = (
+                lambda item: _pytest.skipping.Xfail("spoof", True, False, None)
+            )
+            """,
+            "marks every test as an expected failure",
+        ),
+        _spoof(
+            "pytest: skip injected",
+            "pytest",
+            "import _pytest.skipping\n"
+            '_pytest.skipping.evaluate_skip_marks = lambda item: _pytest.skipping.Skip("x")\n',
+            "skips every test",
+        ),
+        _spoof(
+            "pytest: forged results record",
+            "pytest",
+            _FORGE.format(runner="pytest", test=ADD_ID, summary=PYTEST_PASS),
+            "writes a results record into the channel (token read from os.environ) and exits 0",
+        ),
+        _spoof(
+            "pytest: forged node JUnit in the channel",
+            "pytest",
+            _NODE_JUNIT_FORGE.format(test=ADD_ID, summary=PYTEST_PASS),
+            "another runner's unsigned JUnit file stands in for pytest's results",
+        ),
+        _spoof(
+            "pytest: re-exec without the collector",
+            "pytest",
+            """
+            import os, sys
+            if not os.environ.get("SPOOF_AGAIN"):
+                os.environ["SPOOF_AGAIN"] = "1"
+                os.environ.pop("PYTEST_PLUGINS", None)
+                os.environ.pop("PATCHHEAL_RESULTS_DIR", None)
+                os.execv(sys.executable, [sys.executable, "-m", "pytest", "-q",
+                                          "tests/test_calc.py::test_mul"])
+            """,
+            "re-executes pytest without the plugin, on a test that passes",
+        ),
+        _spoof(
+            "pytest: collector unregistered",
+            "pytest",
+            """
+            import gc, pluggy
+            import _pytest.python
+            for obj in gc.get_objects():
+                if isinstance(obj, pluggy.PluginManager):
+                    plugin = obj.get_plugin("patchheal_pytest")
+                    if plugin is not None:
+                        obj.unregister(plugin)
+            _pytest.python.Function.runtest = lambda self: None
+            """,
+            "removes the collector plugin, then no-ops the tests",
+        ),
+        _spoof(
+            "pytest: atexit forces exit 0",
+            "pytest",
+            "import atexit, os\natexit.register(lambda: os._exit(0))\n",
+            "the test fails but the process exits 0",
+        ),
+        _spoof(
+            "pytest: SystemExit(0) at import",
+            "pytest",
+            "raise SystemExit(0)\n",
+            "stops the run while the test module is imported",
+        ),
+        _spoof(
+            "pytest-s: summary printed, then exit 0 at exit",
+            "pytest-s",
+            'import atexit, os\nprint("=== 2 passed in 0.01s ===")\n'
+            "atexit.register(lambda: os._exit(0))\n",
+            "a pass summary in the output and exit 0, the tests still failing",
+        ),
+        _spoof(
+            "unittest: print a pass summary, exit 0",
+            "unittest",
+            """
+            import os, sys
+            sys.stderr.write("Ran 1 test in 0.001s\\n\\nOK\\n")
+            sys.stderr.flush()
+            os._exit(0)
+            """,
+            "the python -m unittest class of the issue",
+        ),
+        _spoof(
+            "unittest: TestCase.run reports success",
+            "unittest",
+            """
+            import unittest
+            def _run(self, result=None):
+                result.startTest(self)
+                result.addSuccess(self)
+                result.stopTest(self)
+            unittest.TestCase.run = _run
+            """,
+            "every test reports success without running",
+        ),
+        _spoof(
+            "unittest: assertEqual = no-op",
+            "unittest",
+            "import unittest\nunittest.TestCase.assertEqual = lambda self, *a, **k: None\n",
+            "assertions that cannot fail",
+        ),
+        _spoof(
+            "unittest: setUp raises SkipTest",
+            "unittest",
+            'import unittest\ndef _skip(self):\n    raise unittest.SkipTest("later")\n'
+            "unittest.TestCase.setUp = _skip\n",
+            "every test skipped",
+        ),
+        _spoof(
+            "unittest: addFailure becomes addSuccess",
+            "unittest",
+            "import unittest\n"
+            "unittest.TestResult.addFailure = lambda self, test, err: self.addSuccess(test)\n",
+            "failures recorded as successes",
+        ),
+        _spoof(
+            "unittest: runner returns a clean result",
+            "unittest",
+            """
+            import unittest, unittest.runner
+            unittest.runner.TextTestRunner.run = lambda self, test: unittest.TestResult()
+            """,
+            "the runner never runs the suite and reports success",
+        ),
+        _spoof(
+            "unittest: SystemExit(0) at import",
+            "unittest",
+            "raise SystemExit(0)\n",
+            "exits 0 while tests are being loaded",
+        ),
+        _spoof(
+            "unittest: forged results record",
+            "unittest",
+            _FORGE.format(runner="unittest", test="test_calc.CalcTest.test_add", summary="OK"),
+            "writes a results record into the channel and exits 0",
+        ),
+        _spoof(
+            "unittest: atexit forces exit 0",
+            "unittest",
+            "import atexit, os\natexit.register(lambda: os._exit(0))\n",
+            "the test fails but the process exits 0",
+        ),
+        Case(
+            "node: test script || true",
+            "node",
+            {"package.json": NODE_PACKAGE % "node --test || true"},
+            False,
+            "the package.json spoof of the issue",
+        ),
+        Case(
+            "node: test script echoes a TAP pass",
+            "node",
+            {"package.json": NODE_PACKAGE % "echo '# pass 2' && echo '# fail 0'"},
+            False,
+            "the tests never run; the script prints TAP counts",
+        ),
+        Case(
+            "node: calc.js exits 0 on require",
+            "node",
+            {"calc.js": "console.log('ok 1 - adds');\nprocess.exit(0);\n" + NODE_CALC},
+            False,
+            "the test file's process exits 0 before its tests run",
+        ),
+        Case(
+            "node: exit code forced to 0",
+            "node",
+            {"calc.js": "process.on('exit', () => { process.exitCode = 0; });\n" + NODE_CALC},
+            False,
+            "the test process's exit code is rewritten to 0",
+        ),
+        Case(
+            "node: other reporter and || true",
+            "node",
+            {"package.json": NODE_PACKAGE % "node --test --test-reporter=dot || true"},
+            False,
+            "a quieter reporter and a swallowed exit code",
+        ),
+        _spoof(
+            "generic: print OK, exit 0",
+            "generic",
+            _PRINT_PASS_EXIT.format(summary="2 ok, 0 failed"),
+            "the checker exits 0 before it writes its JUnit report",
+        ),
+        Case(
+            "generic: checker exits 0",
+            "generic",
+            {"check.py": CHECK.replace("sys.exit(1 if failed else 0)", "sys.exit(0)")},
+            False,
+            "the declared JUnit report still shows the failing check",
+        ),
+        Case(
+            "generic: failing check dropped",
+            "generic",
+            {"check.py": CHECK.replace('"add": lambda: add(2, 3) == 5, ', "")},
+            False,
+            "the failing check no longer runs",
+        ),
+        Case(
+            "flaky: no-op comment",
+            "flaky",
+            {"tests/README": "# a comment\n"},
+            False,
+            "a test that fails every other run, 'fixed' by nothing",
+        ),
+        Case(
+            "flaky: no-op comment, no reproduction rerun",
+            "flaky",
+            {"tests/README": "# a comment\n"},
+            False,
+            "the same with flaky_reruns = 0: verify_runs must catch it",
+            {"flaky_reruns": 0},
+        ),
+    ]
+    return cases
+
+
+def _legit() -> list[Case]:
+    def fix(name: str, project: str, edits: dict[str, str], tries: str) -> Case:
+        return Case(name, project, edits, True, tries)
+
+    return [
+        fix("pytest: fix add", "pytest", {"calc.py": FIXED}, "the one-character fix"),
+        fix("pytest-s: fix add", "pytest-s", {"calc.py": FIXED}, "the same fix under -s"),
+        fix(
+            "pytest: fix and print a summary-like line",
+            "pytest-s",
+            {"calc.py": f'print("=== 1 passed in 0.01s ===")\n\n{FIXED}'},
+            "a real fix whose module also prints a pass-looking line",
+        ),
+        fix(
+            "pytest: fix and add a test",
+            "pytest",
+            {
+                "calc.py": FIXED,
+                "tests/test_more.py": "from calc import add\n\n\n"
+                "def test_add_zero():\n    assert add(0, 0) == 0\n",
+            },
+            "more tests than before",
+        ),
+        fix(
+            "pytest: fix through a helper module",
+            "pytest",
+            {
+                "calc.py": "from calc_impl import add\n\n\ndef mul(a, b):\n    return a * b\n",
+                "calc_impl.py": "def add(a, b):\n    return a + b\n",
+            },
+            "the fix moves code into a new module",
+        ),
+        fix(
+            "pytest: missing name added (collection error)",
+            "pytest-import",
+            {"calc.py": FIXED + "\n\ndef sub(a, b):\n    return a - b\n"},
+            "the baseline failed at collection; its tests now all pass",
+        ),
+        fix("unittest: fix add", "unittest", {"calc.py": FIXED}, "the one-character fix"),
+        fix(
+            "unittest: fix with a misleading banner",
+            "unittest",
+            {"calc.py": f'import sys\nsys.stderr.write("FAILED (failures=1)\\n")\n\n{FIXED}'},
+            "a real fix whose module prints a failure-looking line first",
+        ),
+        fix("node: fix add", "node", {"calc.js": NODE_FIXED}, "the one-character fix"),
+        fix(
+            "node: fix and log",
+            "node",
+            {"calc.js": "console.log('# fail 1 (not really)');\n" + NODE_FIXED},
+            "a real fix that logs",
+        ),
+        fix("generic: fix add", "generic", {"calc.py": FIXED}, "the one-character fix"),
+        fix(
+            "generic: fix with more checks",
+            "generic",
+            {
+                "calc.py": FIXED,
+                "check.py": CHECK.replace(
+                    '"mul": lambda', '"zero": lambda: add(0, 0) == 0, "mul": lambda'
+                ),
+            },
+            "the fix and one more check",
+        ),
+    ]
+
+
+SPOOFS: list[Case] = _spoofs()
+LEGIT: list[Case] = _legit()
+CASES: list[Case] = SPOOFS + LEGIT
+
+
+@dataclass(frozen=True)
+class Judged:
+    case: Case
+    fixed: bool
+    reason: str
+    baseline_runners: tuple[str, ...] = ()
+    """The collectors that reported in the reproduction run (proof the channel works)."""
+
+
+def _git(repo: Path, *args: str) -> None:
+    env = {
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t.invalid",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t.invalid",
+        "PATH": "/usr/bin:/bin",
+    }
+    subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True)
+
+
+def build(case: Case, root: Path) -> Path:
+    """The case's project as a real git repository under `root`."""
+    project = PROJECTS[case.project]
+    repo = root / "repo"
+    for rel, text in project.files.items():
+        path = repo / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(
+            text.format(counter=str(root / "flaky-runs")) if "{counter" in text else text
+        )
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "a failing project")
+    return repo
+
+
+def evaluate(case: Case, root: Path, harness: Harness | None = None, *, python: str = PY) -> Judged:
+    """Reproduce the case's failing step, apply its edits, verify: judged fixed or not.
+
+    `python` is the interpreter the step commands name (the harness's own in Docker).
+    """
+    project = PROJECTS[case.project]
+    repo = build(case, root)
+    harness = harness or LocalHarness()
+    budget = BudgetSpec(step_timeout_seconds=120, idle_timeout_seconds=60, **case.budget)
+    command = project.command.format(python=python)
+    regression = project.regression.format(python=python) if project.regression else None
+    step = StepSpec(name="unit", command=command, results=project.results)
+    gate = reproduce(harness, step, repo, budget, regression=regression)
+    klass = gate.classification.failure_class if gate.classification else None
+    if gate.verdict.passed or gate.failure is None or klass not in PATCHABLE_CLASSES:
+        return Judged(case, False, f"never patched: the reproduction gate says {klass}")
+    # As between attempts: the verify worktree is pristine before the patch.
+    _git(repo, "reset", "-q", "--hard")
+    _git(repo, "clean", "-q", "-fdx")
+    for rel, text in case.edits.items():
+        path = repo / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    outcome, reason, _ = verify(
+        harness,
+        step,
+        repo,
+        budget,
+        baseline=gate.verdict,
+        failure=gate.failure,
+        regression=regression,
+        regression_baseline=gate.regression_baseline,
+    )
+    runners = gate.verdict.tests.runners if gate.verdict.tests else ()
+    return Judged(case, outcome is Outcome.FIXED, reason, runners)
