@@ -48,7 +48,7 @@ SLOW_TEST = "import time\n\n\ndef test_takes_two_seconds():\n    time.sleep(2.0)
 
 def project(tmp: Path) -> Path:
     tree = tmp / "project"
-    shutil.copytree(ROOT / "examples" / "demo" / "project", tree,
+    shutil.copytree(ROOT / "patchheal" / "examples" / "demo" / "project", tree,
                     ignore=shutil.ignore_patterns(".pytest_cache", "__pycache__"))  # fmt: skip
     (tree / "tests" / "test_slow.py").write_text(SLOW_TEST)
     return tree

@@ -8,6 +8,7 @@ writes a crash log and exits 1 with its path.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 import tempfile
 import time
@@ -88,12 +89,23 @@ class LazyGroup(click.Group):
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="patchheal")
-def cli() -> None:
+@click.option("-q", "--quiet", is_flag=True, help="only results and errors on the terminal")
+@click.option("-v", "--verbose", count=True, help="more detail (-vv: debug logging)")
+@click.pass_context
+def cli(ctx: click.Context, quiet: bool, verbose: int) -> None:
     """Heal failing CI jobs in a closed loop: reproduce, propose, gate, verify, report.
 
     Exit codes: 0 fixed, 1 not fixed (report written), 2 bad input or usage,
     3 harness or infrastructure unavailable, 130 interrupted (resumable).
+    Colour only on a terminal, never with NO_COLOR set.
     """
+    ctx.obj = {"verbosity": -1 if quiet else verbose}
+    if os.environ.get("NO_COLOR"):  # https://no-color.org: any non-empty value
+        ctx.color = False
+    if verbose:
+        import logging
+
+        logging.basicConfig(level=logging.DEBUG if verbose > 1 else logging.INFO)
 
 
 def _crash_log(exc: BaseException) -> Path:

@@ -14,9 +14,14 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from patchheal.errors import SpecError, validation_problems
+from patchheal.intake import rawspec
 from patchheal.proposers.config import PatchfilesConfig, ProposerConfig
 
 _JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,255}$")
+# Upper bounds: a count or a timeout beyond these is a typo, and an unbounded
+# one (flaky_reruns = 1e9) would run for ever instead of being refused.
+_DAY = 86400.0
 
 DEFAULT_PROTECTED_PATHS: tuple[str, ...] = (
     ".github/**",
@@ -39,7 +44,7 @@ DEFAULT_PROTECTED_PATHS: tuple[str, ...] = (
 
 
 class _Spec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class JobSection(_Spec):
@@ -51,8 +56,10 @@ class JobSection(_Spec):
     harness: str = Field(
         "auto", description="'auto', 'local', a folder under harnesses/, or a path"
     )
-    setup: tuple[str, ...] = Field((), description="run once per dependency fingerprint")
-    env: tuple[str, ...] = Field((), description="variables passed through by name")
+    setup: tuple[str, ...] = Field(
+        (), max_length=100, description="run once per dependency fingerprint"
+    )
+    env: tuple[str, ...] = Field((), max_length=200, description="variables passed through by name")
     last_green: str | None = Field(None, description="last ref where the job passed, if known")
     objective: str = Field("", description="what the job is for, shown to proposers")
     pr_command: str | None = Field(
@@ -68,6 +75,24 @@ class JobSection(_Spec):
             raise ValueError(
                 "must be 1-128 of letters, digits, '.', '_' or '-', starting with a letter or digit"
             )
+        return value
+
+    @field_validator("base", "last_green")
+    @classmethod
+    def _usable_revision(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                rawspec.check_ref(value, "revision")
+            except SpecError as exc:
+                raise ValueError(str(exc).removeprefix("revision: ")) from None
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _variable_names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        bad = [name for name in value if not _ENV_NAME.match(name)]
+        if bad:
+            raise ValueError(f"not environment variable names: {bad[:5]}")
         return value
 
 
@@ -101,18 +126,24 @@ class RegressionSpec(_Spec):
 class BudgetSpec(_Spec):
     """The `[budget]` table. Per step unless the name says job."""
 
-    max_attempts: int = Field(3, ge=1, description="attempts per step")
-    step_timeout_seconds: float = Field(900.0, gt=0, description="wall clock of one step run")
+    max_attempts: int = Field(3, ge=1, le=1000, description="attempts per step")
+    step_timeout_seconds: float = Field(
+        900.0, gt=0, le=7 * _DAY, description="wall clock of one step run"
+    )
     idle_timeout_seconds: float = Field(
-        300.0, gt=0, description="no output for this long kills a run"
+        300.0, gt=0, le=7 * _DAY, description="no output for this long kills a run"
     )
     no_progress_limit: int = Field(
-        2, ge=1, description="same fingerprint and diff hash this many times in a row"
+        2, ge=1, le=1000, description="same fingerprint and diff hash this many times in a row"
     )
-    max_hard_resets: int = Field(1, ge=0, description="hard resets per step")
-    job_wall_seconds: float | None = Field(None, gt=0, description="total wall time of the job")
-    max_proposer_calls: int | None = Field(None, ge=1, description="proposer calls per job")
-    max_model_tokens: int | None = Field(None, ge=1, description="model tokens per job")
+    max_hard_resets: int = Field(1, ge=0, le=100, description="hard resets per step")
+    job_wall_seconds: float | None = Field(
+        None, gt=0, le=30 * _DAY, description="total wall time of the job"
+    )
+    max_proposer_calls: int | None = Field(
+        None, ge=1, le=100_000, description="proposer calls per job"
+    )
+    max_model_tokens: int | None = Field(None, ge=1, le=10**10, description="model tokens per job")
     flaky_reruns: int = Field(
         1,
         ge=0,
@@ -135,15 +166,24 @@ class PolicySpec(_Spec):
         description="files where deleting, skipping or weakening tests is refused",
     )
     allow_test_changes: bool = Field(False, description="let candidates touch test files at all")
-    max_changed_lines: int = Field(400, ge=1, description="added + removed lines")
-    max_files: int = Field(20, ge=1, description="files touched by one candidate")
+    max_changed_lines: int = Field(400, ge=1, le=1_000_000, description="added + removed lines")
+    max_files: int = Field(20, ge=1, le=100_000, description="files touched by one candidate")
+
+    @field_validator("protected_paths", "extra_protected_paths", "test_paths")
+    @classmethod
+    def _globs_compile(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for pattern in value:
+            problem = rawspec.glob_problem(pattern)
+            if problem:
+                raise ValueError(f"glob {pattern[:80]!r}: {problem}")
+        return value
 
 
 class JobSpec(_Spec):
     """A whole job spec file."""
 
     job: JobSection
-    steps: tuple[StepSpec, ...] = Field(min_length=1)
+    steps: tuple[StepSpec, ...] = Field(min_length=1, max_length=rawspec.MAX_ITEMS)
     regression: RegressionSpec = RegressionSpec()
     proposer: ProposerConfig | None = None
     proposers: tuple[ProposerConfig, ...] = ()
@@ -167,7 +207,19 @@ class JobSpec(_Spec):
 
 
 def _format_errors(error: ValidationError, source: str) -> str:
-    return "\n  ".join([f"invalid job spec {source}:", *validation_problems(error)])
+    problems = validation_problems(error)
+    # pydantic's words for a discriminated union ("Input tag ... found using 'kind'")
+    # become the spec's: which kinds there are.
+    for i, item in enumerate(error.errors()):
+        where = ".".join(str(part) for part in item["loc"])
+        ctx = item.get("ctx", {})
+        if item["type"] == "union_tag_invalid":
+            problems[i] = f"{where}: unknown kind {ctx.get('tag')!r}; known: " + ctx.get(
+                "expected_tags", ""
+            ).replace("'", "")
+        elif item["type"] == "union_tag_not_found":
+            problems[i] = f"{where}: needs a kind (patchfiles, llm, agent or scripted)"
+    return "\n  ".join([f"invalid job spec {source}:", *problems])
 
 
 def _deep_merge(low: dict[str, Any], high: dict[str, Any]) -> dict[str, Any]:
@@ -181,28 +233,56 @@ def _deep_merge(low: dict[str, Any], high: dict[str, Any]) -> dict[str, Any]:
 
 
 def repo_defaults(repo: Path) -> dict[str, Any]:
-    """`[tool.patchheal]` of the repository's pyproject.toml, or {}."""
+    """`[tool.patchheal]` of the repository's pyproject.toml as spec tables, or {}.
+
+    It takes the spec's tables (`[tool.patchheal.budget]`, `.policy`, ...) and,
+    as a shorthand, flat budget and policy keys (`max_attempts = 5`).
+    """
     pyproject = repo / "pyproject.toml"
-    if not pyproject.is_file():
-        return {}
     try:
-        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise SpecError(f"{pyproject}: cannot read [tool.patchheal]: {exc}") from exc
-    section = data.get("tool", {}).get("patchheal", {})
+        if not pyproject.is_file():
+            return {}
+        data = tomllib.loads(rawspec.read_spec_bytes(pyproject).decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError, RecursionError, OSError) as exc:
+        raise SpecError(f"{pyproject}: cannot read [tool.patchheal]: {exc}") from None
+    tool = data.get("tool", {})
+    section = tool.get("patchheal", {}) if isinstance(tool, dict) else {}
     if not isinstance(section, dict):
         raise SpecError(f"{pyproject}: [tool.patchheal] must be a table")
-    return section
+    rawspec.check_raw(section, f"{pyproject} [tool.patchheal]")
+    tables: dict[str, Any] = {}
+    for key, value in section.items():
+        if key in rawspec.TABLES:
+            tables[key] = _deep_merge(tables.get(key, {}), value) if key in tables else value
+        elif key in BudgetSpec.model_fields or key in PolicySpec.model_fields:
+            table = "budget" if key in BudgetSpec.model_fields else "policy"
+            tables.setdefault(table, {})[key] = value
+        else:
+            known = sorted([*rawspec.TABLES, *BudgetSpec.model_fields, *PolicySpec.model_fields])
+            raise SpecError(
+                f"{pyproject}: [tool.patchheal] has an unknown key {key!r}; known: "
+                + ", ".join(known)
+            )
+    try:  # so that a mistake here is blamed on pyproject.toml, not on the job spec
+        BudgetSpec.model_validate(tables.get("budget", {}))
+        PolicySpec.model_validate(tables.get("policy", {}))
+    except ValidationError as exc:
+        raise SpecError(_format_errors(exc, f"{pyproject} [tool.patchheal]")) from None
+    return tables
 
 
 def build_spec(
     data: dict[str, Any], *, source: str, base_dir: Path, overrides: dict[str, Any] | None = None
 ) -> JobSpec:
     """Validate raw spec data, resolving relative paths against `base_dir`."""
-    data = _resolve_paths(data, base_dir)
-    repo = Path(str(data.get("job", {}).get("repo", "."))).expanduser()
-    if repo.is_dir():
-        data = _deep_merge(repo_defaults(repo), data)
+    rawspec.check_raw(data, source)
+    try:
+        data = _resolve_paths(data, base_dir)
+        repo = Path(str(data.get("job", {}).get("repo", ".")))
+        if not _looks_remote(str(repo)) and repo.is_dir():
+            data = _deep_merge(repo_defaults(repo), data)
+    except SpecError as exc:
+        raise SpecError(f"invalid job spec {source}: {exc}") from None
     if overrides:
         data = _deep_merge(data, overrides)
     try:
@@ -213,121 +293,63 @@ def build_spec(
 
 def load_spec(path: Path, overrides: dict[str, Any] | None = None) -> JobSpec:
     """Read, merge and validate a job spec file."""
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise SpecError(f"cannot read job spec {path}: {exc.strerror or exc}") from None
+    raw = rawspec.read_spec_bytes(path)
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
         raise SpecError(f"job spec {path} is not UTF-8 text") from None
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"job spec {path} is not valid TOML: {exc}") from None
+    except RecursionError:
+        raise SpecError(f"job spec {path}: arrays or tables nested too deeply") from None
     return build_spec(data, source=str(path), base_dir=path.resolve().parent, overrides=overrides)
 
 
+def _looks_remote(value: str) -> bool:
+    return "://" in value or value.startswith("git@")
+
+
 def _resolve_paths(data: dict[str, Any], base_dir: Path) -> dict[str, Any]:
-    """Make the spec's relative paths relative to the spec file, not the cwd."""
+    """Make the spec's relative paths relative to the spec file, not the cwd; refuse paths
+    the file system cannot take, and files that are not regular files."""
     data = {k: (dict(v) if isinstance(v, dict) else v) for k, v in data.items()}
 
-    def absolute(value: Any) -> Any:
-        if isinstance(value, str) and "://" not in value and not value.startswith("git@"):
-            return str((base_dir / Path(value).expanduser()).resolve())
+    def absolute(value: Any, where: str) -> Any:
+        if isinstance(value, str) and not _looks_remote(value):
+            return str((base_dir / rawspec.check_path(value, where)).resolve())
         return value
 
     job = data.get("job")
     if isinstance(job, dict) and "repo" in job:
-        job["repo"] = absolute(job["repo"])
+        job["repo"] = absolute(job["repo"], "job.repo")
     elif isinstance(job, dict):
         job["repo"] = str(base_dir)
     steps = data.get("steps")
     if isinstance(steps, list):
-        data["steps"] = [
-            {**s, **{k: absolute(s[k]) for k in ("log", "junit") if k in s}}
-            if isinstance(s, dict)
-            else s
-            for s in steps
-        ]
+        resolved = []
+        for i, step in enumerate(steps):
+            if isinstance(step, dict):
+                step = {**step}
+                for key in ("log", "junit"):
+                    if key in step:
+                        step[key] = absolute(step[key], f"steps.{i}.{key}")
+                        if isinstance(step[key], str):
+                            rawspec.check_regular_file(Path(step[key]), f"steps.{i}.{key}")
+            resolved.append(step)
+        data["steps"] = resolved
     chain = (
         [data["proposer"]] if isinstance(data.get("proposer"), dict) else data.get("proposers", [])
     )
     for proposer in chain if isinstance(chain, list) else []:
         if isinstance(proposer, dict):
             if "dir" in proposer:
-                proposer["dir"] = absolute(proposer["dir"])
+                proposer["dir"] = absolute(proposer["dir"], "proposer.dir")
             if isinstance(proposer.get("paths"), list):
-                proposer["paths"] = [absolute(p) for p in proposer["paths"]]
+                proposer["paths"] = [absolute(p, "proposer.paths") for p in proposer["paths"]]
+                for path in proposer["paths"]:
+                    if isinstance(path, str):
+                        rawspec.check_regular_file(Path(path), "proposer.paths")
     return data
-
-
-def spec_from_flags(
-    *,
-    job_id: str,
-    repo: str,
-    base: str,
-    steps: list[str],
-    proposer: str | None,
-    harness: str,
-    regression: str | None,
-) -> dict[str, Any]:
-    """The raw spec that `patchheal heal --repo … --step …` describes."""
-    data: dict[str, Any] = {
-        "job": {"id": job_id, "repo": repo, "base": base, "harness": harness},
-        "steps": [{"name": f"step-{i + 1}", "command": c} for i, c in enumerate(steps)],
-    }
-    if regression:
-        data["regression"] = {"command": regression}
-    if proposer:
-        kind, _, arg = proposer.partition(":")
-        if kind == "patchfiles":
-            data["proposer"] = {"kind": "patchfiles", "dir": arg}
-        elif kind == "agent":
-            data["proposer"] = {"kind": "agent", "command": arg}
-        else:
-            raise SpecError(f"--proposer must be patchfiles:DIR or agent:COMMAND, got {proposer!r}")
-    return data
-
-
-def spec_to_toml(spec: JobSpec) -> str:
-    """Render a spec as TOML (for `heal --print-spec`)."""
-    dumped = spec.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
-    dumped.setdefault("job", {})["id"] = spec.job.id
-    # `kind` is a default on each proposer config, but it is what selects it.
-    if spec.proposer is not None:
-        dumped["proposer"] = {"kind": spec.proposer.kind, **dumped.get("proposer", {})}
-    if spec.proposers:
-        dumped["proposers"] = [
-            {"kind": c.kind, **d} for c, d in zip(spec.proposers, dumped["proposers"], strict=True)
-        ]
-    return _toml(dumped)
-
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    text = str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-    return f'"{text}"'
-
-
-def _toml(data: dict[str, Any]) -> str:
-    out: list[str] = []
-    order = ["job", "steps", "regression", "proposer", "proposers", "budget", "policy"]
-    for key in sorted(data, key=lambda k: order.index(k) if k in order else 99):
-        value = data[key]
-        if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
-            for item in value:
-                out.append(f"[[{key}]]")
-                out.extend(f"{k} = {_toml_value(v)}" for k, v in item.items())
-                out.append("")
-        elif isinstance(value, dict):
-            out.append(f"[{key}]")
-            out.extend(f"{k} = {_toml_value(v)}" for k, v in value.items())
-            out.append("")
-    return "\n".join(out)
 
 
 __all__ = [
@@ -339,6 +361,4 @@ __all__ = [
     "StepSpec",
     "build_spec",
     "load_spec",
-    "spec_from_flags",
-    "spec_to_toml",
 ]

@@ -10,16 +10,55 @@ Every text written here goes through the scrubber first.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 from patchheal.atomic import atomic_write
+from patchheal.errors import BadInput
 from patchheal.scrub.scrubber import Scrubber
 
 # Where state goes unless the command line says otherwise (DESIGN.md, "Where state lives").
 DEFAULT_DB = Path("var/memory/attempts.sqlite3")
 DEFAULT_STATE_DIR = Path("var")
 DEFAULT_REPORTS_DIR = Path("reports")
+# Names the state directory of a store that is not a file (PostgreSQL).
+HOME_ENV = "PATCHHEAL_HOME"
+
+
+def sqlite_file(db: str) -> Path | None:
+    """The database file a `--db` value names, or None for a server URL or in-memory SQLite."""
+    if "://" not in db:
+        return Path(db).expanduser()
+    scheme, _, rest = db.partition("://")
+    if scheme.split("+")[0] != "sqlite" or rest in ("", "/", "/:memory:"):
+        return None
+    return Path(rest[1:].split("?")[0])
+
+
+def state_dir_for(db: str, explicit: str | Path | None = None) -> Path:
+    """Where a store's runs (events, attempt logs, checkpoints) live: beside the store.
+
+    The default store `var/memory/attempts.sqlite3` keeps them in `var/runs/`;
+    any other SQLite file `DIR/NAME.sqlite3` in `DIR/NAME-state/runs/`, so a
+    fresh `--db` never sees (and never recovers attempts from) another store's
+    runs. A server store has no folder of its own: `--state-dir` or
+    $PATCHHEAL_HOME names it.
+    """
+    if explicit is not None:
+        return Path(explicit)
+    path = sqlite_file(db)
+    if path is None:
+        home = os.environ.get(HOME_ENV)
+        if not home:
+            raise BadInput(
+                "a store that is not a file keeps its runs in a folder you name: "
+                f"give --state-dir or set {HOME_ENV}"
+            )
+        return Path(home)
+    if path.name == DEFAULT_DB.name and path.parent.name == DEFAULT_DB.parent.name:
+        return path.parent.parent
+    return path.parent / f"{path.stem}-state"
 
 
 class RunPaths:

@@ -279,7 +279,8 @@ def fixer_calls(log: Path) -> list[dict[str, Any]]:
 
 def heal_in_process(root: Path, spec_path: Path, **options: Any) -> Any:
     """HealLoop.run() on a spec file, with every state path under `root`."""
-    from patchheal.config import load_spec, spec_to_toml
+    from patchheal.config import load_spec
+    from patchheal.intake.toml import spec_to_toml
     from patchheal.loop.controller import HealLoop, HealOptions
 
     spec = load_spec(spec_path)

@@ -284,7 +284,7 @@ def test_pause_and_cancel_during_a_checkpoint_replay(tmp_path: Path, cleanup: An
     assert "proposer budget of 2 calls is spent" in first.stdout, first.stderr
     steps = tmp_path / "var" / "runs" / JOB / "steps"
     before = {p.name: p.read_bytes() for p in steps.iterdir()}
-    job.control("pause")
+    job.control("pause", "--next-run")  # no live run: asked for explicitly
     job.start("--resume")
     wait_for(lambda: _applied(job, "pause"), what="the pause to be applied")
     time.sleep(1.0)

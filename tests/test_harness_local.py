@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -92,3 +93,40 @@ def test_setup_runs_once_per_worktree_and_a_failure_is_a_harness_error(tmp_path:
     assert (tmp_path / "setup.count").read_text() == "x\n"
     with pytest.raises(HarnessError, match="setup command failed"):
         LocalHarness(setup=["echo broken; exit 2"]).prepare(tmp_path)
+
+
+PRINT_PREFIX = "python -c 'import sys; print(sys.prefix)'"
+
+
+@pytest.mark.slow
+def test_setup_runs_in_a_venv_of_the_jobs_own_and_the_steps_use_it(tmp_path: Path) -> None:
+    """Regression: without Docker, the job's setup ran in the active environment, so
+    `pip install -e .` installed the user's project into patchheal's own venv."""
+    worktree = tmp_path / "wt"
+    worktree.mkdir()
+    (worktree / "pyproject.toml").write_text("[project]\nname = 'user-project'\n")
+    harness = LocalHarness(setup=[f"{PRINT_PREFIX} > setup-prefix.txt"])
+    harness.prepare(worktree)
+    setup_prefix = Path((worktree / "setup-prefix.txt").read_text().strip())
+    root = Path(os.environ["PATCHHEAL_WORKTREE_ROOT"]).resolve()
+    assert setup_prefix.resolve() != Path(sys.prefix).resolve()
+    assert setup_prefix.resolve().is_relative_to(root / "venvs")
+    step = harness.run(PRINT_PREFIX, worktree, timeout=60, idle_timeout=60)
+    assert step.output.strip() == str(setup_prefix)
+
+
+@pytest.mark.slow
+def test_a_dependency_change_gets_a_fresh_venv_and_an_unchanged_one_is_reused(
+    tmp_path: Path,
+) -> None:
+    worktree = tmp_path / "wt"
+    worktree.mkdir()
+    (worktree / "requirements.txt").write_text("one\n")
+    setup = [f"{PRINT_PREFIX} >> prefixes.txt"]
+    LocalHarness(setup=setup).prepare(worktree)
+    LocalHarness(setup=setup).prepare(worktree)  # a later run: the complete venv is reused
+    assert len((worktree / "prefixes.txt").read_text().splitlines()) == 1
+    (worktree / "requirements.txt").write_text("two\n")
+    LocalHarness(setup=setup).prepare(worktree)
+    first, second = (worktree / "prefixes.txt").read_text().splitlines()
+    assert first != second

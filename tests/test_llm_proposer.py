@@ -12,7 +12,7 @@ import pytest
 from chat_server import ChatServer, Reply
 
 from patchheal.config import JobSpec
-from patchheal.errors import ProposerError, TransientProposerError
+from patchheal.errors import BadInput, ProposerError, TransientProposerError
 from patchheal.evidence.build import build_context
 from patchheal.evidence.tokens import count_tokens
 from patchheal.models import (
@@ -286,8 +286,9 @@ def test_slow_provider_times_out_then_succeeds(job: JobSpec, repo: Path) -> None
 def test_missing_api_key_variable_is_a_clear_error(
     job: JobSpec, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Bad input (exit 2), not a failed heal (exit 1): the spec names a key that is not set."""
     monkeypatch.delenv("LLM_KEY")
-    with pytest.raises(ProposerError, match="environment variable LLM_KEY is not set"):
+    with pytest.raises(BadInput, match="environment variable LLM_KEY is not set"):
         _proposer(job, "http://127.0.0.1:9/v1", [])
 
 

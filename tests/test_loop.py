@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from patchheal.config import load_spec, spec_to_toml
+from patchheal.config import load_spec
 from patchheal.errors import NotAGitRepository
+from patchheal.intake.toml import spec_to_toml
 from patchheal.loop.controller import HealLoop, HealOptions
 from patchheal.memory.store import AttemptStore
 from patchheal.models import Outcome

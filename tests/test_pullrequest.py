@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from patchheal.config import load_spec, spec_to_toml
+from patchheal.config import load_spec
 from patchheal.errors import BadInput
+from patchheal.intake.toml import spec_to_toml
 from patchheal.loop.controller import HealLoop, HealOptions
 from patchheal.loop.pullrequest import render_command
 from patchheal.memory.store import AttemptStore

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from patchheal.config import load_spec, spec_to_toml
+from patchheal.config import load_spec
+from patchheal.intake.toml import spec_to_toml
 from patchheal.loop.controller import HealLoop, HealOptions
 from tests.healjobs import FIX, diff_for, make_calc_repo, write_spec
 

@@ -49,21 +49,16 @@ def batch(
 ) -> None:
     """Heal each JOB_FILE in turn. Exits 0 when all are fixed, else the worst code."""
     from patchheal.commands.heal import run_heal
-    from patchheal.config import load_spec, spec_to_toml
+    from patchheal.config import load_spec
     from patchheal.errors import EXIT_INFRA, PatchhealError
+    from patchheal.intake.toml import spec_to_toml
 
     chosen = [p for p in sorted(job_files) if in_shard(p, parse_shard(shard))]
     codes: list[int] = []
     for path in chosen:
         try:
             spec = load_spec(path)
-            codes.append(
-                run_heal(
-                    spec,
-                    spec_to_toml(spec),
-                    state,
-                )
-            )
+            codes.append(run_heal(spec, spec_to_toml(spec), state, json_lines=True))
         except PatchhealError as exc:
             click.echo(f"{path}: {exc}", err=True)
             codes.append(exc.exit_code)

@@ -21,22 +21,32 @@ from patchheal.runs import DEFAULT_DB
     show_default=True,
     help="the attempt store the job runs against",
 )
-def control(job_id: str, command: str, step: int | None, db: str) -> None:
+@click.option(
+    "--next-run",
+    is_flag=True,
+    help="the job has no live run: queue COMMAND for its next run (e.g. a pause before a --resume)",
+)
+def control(job_id: str, command: str, step: int | None, db: str, next_run: bool) -> None:
     """Queue COMMAND for JOB_ID; the loop applies it before its next attempt.
 
     resume-from-step takes the step number N. Every command is recorded with
     who issued it and when.
     """
+    from patchheal.errors import BadInput
     from patchheal.loop.controls import issuer, validate
     from patchheal.memory.store import AttemptStore
 
     validate(command, step)
-    store = AttemptStore(db)
+    store = AttemptStore(db, create=False)
     try:
-        job = store.job(job_id)
-        if job is None:
-            click.echo(
-                f"warning: no job {job_id!r} in {db} yet; the command waits for it", err=True
+        # A command queued for no live run would wait, then steer (or block)
+        # the job's next run long after the operator meant it: refuse it now.
+        lock = next((lk for lk in store.list_locks() if lk.job_id == job_id), None)
+        state, evidence = store.lock_state(lock) if lock else ("gone", "no lock")
+        if state != "live" and not next_run:
+            raise BadInput(
+                f"job {job_id!r} has no running heal in {db} ({evidence}); nothing queued "
+                "(--next-run queues it for the job's next run)"
             )
         control_id = store.enqueue_control(job_id, command, arg=step, issued_by=issuer())
     finally:

@@ -1,6 +1,7 @@
 """`patchheal demo`: heal the bundled example project end to end.
 
-It materializes examples/demo/project as a fresh git repository, writes its
+It materializes patchheal/examples/demo/project (package data, so it ships in
+the wheel) as a fresh git repository, writes its
 job spec, and runs exactly what `patchheal heal JOB.toml` runs.
 """
 
@@ -58,12 +59,9 @@ idle_timeout_seconds = 120
 def example_dir() -> Path:
     from patchheal.errors import BadInput
 
-    root = Path(__file__).resolve().parents[2] / "examples" / "demo"
+    root = Path(__file__).resolve().parents[1] / "examples" / "demo"
     if not (root / "project").is_dir():
-        raise BadInput(
-            f"the bundled example is missing at {root}; install patchheal from a "
-            "clone with `pip install -e .`"
-        )
+        raise BadInput(f"the bundled example is missing at {root}; reinstall patchheal")
     return root
 
 
@@ -106,7 +104,8 @@ def demo(
 ) -> None:
     """Heal the bundled failing example; prints the verified branch and the report."""
     from patchheal.commands.heal import run_heal
-    from patchheal.config import load_spec, spec_to_toml
+    from patchheal.config import load_spec
+    from patchheal.intake.toml import spec_to_toml
 
     workdir = (workdir or Path(tempfile.gettempdir()) / "patchheal-demo").resolve()
     workdir.mkdir(parents=True, exist_ok=True)
@@ -121,7 +120,9 @@ def demo(
         ),
         encoding="utf-8",
     )
-    if not state.as_json:
+    from patchheal.commands.options import verbosity
+
+    if not state.as_json and verbosity() >= 0:
         click.echo(f"demo: example repository {repo} (a real bug, a failing pytest test)")
         click.echo(f"demo: job spec {job_file}")
     spec = load_spec(job_file)

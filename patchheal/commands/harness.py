@@ -26,10 +26,19 @@ def harness() -> None:
     default=None,
     help="Also list the repository's own harnesses/ folder.",
 )
-def list_(repo: Path | None) -> None:
+@click.option("--json", "as_json", is_flag=True, help="one JSON object per line")
+def list_(repo: Path | None, as_json: bool) -> None:
     """List the harness definitions on the search path."""
+    import json
+
     from patchheal.harness.definitions import harness_search_path, list_harnesses
 
+    if as_json:
+        click.echo(json.dumps({"name": "local", "kind": "local", "path": None}))
+        for defn in list_harnesses(repo):
+            row = {"name": defn.name, "kind": defn.kind, "path": str(defn.path)}
+            click.echo(json.dumps({**row, "description": defn.description}))
+        return
     click.echo(f"{'local':<12} {'local':<8} host process in the worktree, no isolation")
     for defn in list_harnesses(repo):
         click.echo(f"{defn.name:<12} {defn.kind:<8} {defn.description}  [{defn.path}]")

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from patchheal.commands.options import StateArgs, parse_statsd, state_options
+from patchheal.commands.options import StateArgs, parse_statsd, state_options, verbosity
 
 
 def _budget_overrides(values: dict[str, Any]) -> dict[str, Any]:
@@ -25,23 +25,25 @@ def run_heal(
     resume: bool = False,
     from_step: int | None = None,
     open_pr: bool = False,
+    json_lines: bool = False,
 ) -> int:
     """Heal one validated spec and print where the results are. Returns the exit code."""
+    from patchheal.commands.progress import Progress
     from patchheal.errors import EXIT_INTERRUPTED, Interrupted
     from patchheal.loop.controller import HealLoop, HealOptions
     from patchheal.loop.summary import json_summary
+    from patchheal.runs import state_dir_for
     from patchheal.scrub.scrubber import Scrubber
 
     host, port = parse_statsd(state.statsd)
+    # One document per heal; `batch --json` prints one per line (JSON lines).
+    indent = None if json_lines else 2
 
     # stderr is a write path too: everything said goes through the job's scrubber.
     scrubber = Scrubber.from_env(spec.job.env)
-
-    def say(message: str) -> None:
-        click.echo(scrubber.scrub(f"[{spec.job.id}] {message}"), err=True)
-
+    progress = Progress(spec.job.id, verbosity=verbosity(), scrub=scrubber.scrub)
     options = HealOptions(
-        state_dir=Path(state.state_dir),
+        state_dir=state_dir_for(state.db, state.state_dir),
         db=state.db,
         reports_dir=Path(state.reports_dir),
         keep_worktrees=state.keep,
@@ -50,24 +52,28 @@ def run_heal(
         statsd_host=host,
         statsd_port=port,
         statsd_prefix=state.statsd_prefix,
-        say=say,
+        say=progress.say,
         open_pr=open_pr,
     )
     try:
-        result = HealLoop(spec, spec_toml, options).run()
+        with progress:
+            result = HealLoop(spec, spec_toml, options).run()
     except Interrupted as exc:
         # Said here: click turns any KeyboardInterrupt into a bare "Aborted".
         click.echo(scrubber.scrub(f"patchheal: {exc}"), err=True)
         partial = getattr(exc, "result", None)
         if state.as_json and partial is not None:
-            click.echo(json.dumps(json_summary(partial.report, partial.report_paths), indent=2))
+            summary = json_summary(partial.report, partial.report_paths)
+            click.echo(json.dumps(summary, indent=indent))
         sys.exit(EXIT_INTERRUPTED)
     report = result.report
     if state.as_json:
-        click.echo(json.dumps(json_summary(report, result.report_paths), indent=2))
+        click.echo(json.dumps(json_summary(report, result.report_paths), indent=indent))
     else:
+        # Coloured on a terminal only (click strips styles otherwise; NO_COLOR turns them off).
+        colour = "green" if result.exit_code == 0 else "red"
         click.echo(
-            f"job {report.job_id}: {report.status}"
+            f"job {report.job_id}: {click.style(str(report.status), fg=colour, bold=True)}"
             + (" (retryable)" if report.retryable else "")
             + (f" — {report.stop_reason}" if report.stop_reason else "")
         )
@@ -129,8 +135,9 @@ def heal(
     Exit codes: 0 fixed, 1 not fixed (report written), 2 bad input,
     3 harness unavailable, 130 interrupted (resumable with --resume).
     """
-    from patchheal.config import build_spec, load_spec, spec_from_flags, spec_to_toml
+    from patchheal.config import build_spec, load_spec
     from patchheal.errors import BadInput
+    from patchheal.intake.toml import spec_from_flags, spec_to_toml
 
     overrides = _budget_overrides(budget)
     if harness is not None:

@@ -34,7 +34,7 @@ def attempts(job_id: str | None, fingerprint: str | None, as_json: bool, db: str
     """List recorded attempts, oldest first."""
     from patchheal.memory.store import AttemptStore
 
-    store = AttemptStore(db)
+    store = AttemptStore(db, create=False)
     try:
         rows = store.attempts(job_id=job_id, fingerprint=fingerprint)
     finally:
@@ -75,7 +75,7 @@ def show(attempt_id: int, diff: bool, log: bool, other_id: int | None, db: str) 
     """Show one attempt: candidate, outcome, why, and its verification log."""
     from patchheal.memory.store import AttemptStore
 
-    store = AttemptStore(db)
+    store = AttemptStore(db, create=False)
     try:
         row = store.attempt(attempt_id)
         other = store.attempt(other_id) if other_id is not None else None

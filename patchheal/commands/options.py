@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 import click
 
-from patchheal.runs import DEFAULT_DB, DEFAULT_REPORTS_DIR, DEFAULT_STATE_DIR
+from patchheal.runs import DEFAULT_DB, DEFAULT_REPORTS_DIR
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -20,7 +20,7 @@ class StateArgs:
 
     db: str
     reports_dir: str
-    state_dir: str
+    state_dir: str | None
     as_json: bool
     keep: bool
     statsd: str | None
@@ -35,7 +35,7 @@ def state_options(func: F) -> F:
         *args: Any,
         db: str,
         reports_dir: str,
-        state_dir: str,
+        state_dir: str | None,
         as_json: bool,
         keep: bool,
         statsd: str | None,
@@ -64,10 +64,11 @@ def state_options(func: F) -> F:
             ),
             click.option(
                 "--state-dir",
-                default=str(DEFAULT_STATE_DIR),
-                show_default=True,
+                default=None,
                 type=click.Path(file_okay=False),
-                help="where runs/<job-id>/ go",
+                help="where runs/<job-id>/ go [default: beside the store: var/ for the "
+                "default store, NAME-state/ for a store NAME.sqlite3, $PATCHHEAL_HOME "
+                "for a server]",
             ),
             click.option("--json", "as_json", is_flag=True, help="print a JSON summary on stdout"),
             click.option("--keep", is_flag=True, help="keep the run's worktrees for inspection"),
@@ -84,6 +85,13 @@ def state_options(func: F) -> F:
     ):
         decorated = option(decorated)
     return decorated  # type: ignore[no-any-return]
+
+
+def verbosity() -> int:
+    """-1 with `patchheal -q`, 0 by default, 1+ with `-v`/`-vv` (the root group's options)."""
+    ctx = click.get_current_context(silent=True)
+    obj = ctx.find_root().obj if ctx is not None else None
+    return int(obj.get("verbosity", 0)) if isinstance(obj, dict) else 0
 
 
 def parse_statsd(value: str | None) -> tuple[str | None, int]:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from patchheal.runs import DEFAULT_DB, DEFAULT_STATE_DIR
+from patchheal.runs import DEFAULT_DB
 
 _DB_HELP = "attempt store: a SQLite path or any SQLAlchemy URL"
 
@@ -23,7 +23,7 @@ def check(db: str) -> None:
     from patchheal.errors import StoreIntegrityError
     from patchheal.memory.store import AttemptStore
 
-    with AttemptStore(db) as attempts:
+    with AttemptStore(db, create=False) as attempts:
         problems = attempts.integrity_check()
         url = attempts.display_url
     if problems:
@@ -36,13 +36,12 @@ def check(db: str) -> None:
 @click.option(
     "--runs",
     "runs_dir",
-    default=str(DEFAULT_STATE_DIR / "runs"),
-    show_default=True,
+    default=None,
     type=click.Path(file_okay=False, path_type=Path),
-    help="folder holding <job-id>/events.jsonl",
+    help="folder holding <job-id>/events.jsonl [default: the store's runs/]",
 )
 @click.option("--db", default=str(DEFAULT_DB), show_default=True, help=_DB_HELP)
-def rebuild(apply: bool, runs_dir: Path, db: str) -> None:
+def rebuild(apply: bool, runs_dir: Path | None, db: str) -> None:
     """Replay the event logs into a fresh store and show how it differs from the live one.
 
     A dry run unless --apply, which swaps the rebuilt store in atomically
@@ -50,6 +49,8 @@ def rebuild(apply: bool, runs_dir: Path, db: str) -> None:
     """
     from patchheal.memory.rebuild import rebuild as run_rebuild
     from patchheal.memory.store import resolve_db_url
+    from patchheal.runs import state_dir_for
 
+    runs_dir = runs_dir or state_dir_for(db) / "runs"
     report = run_rebuild(runs_dir, resolve_db_url(db), apply=apply)
     click.echo(report.render())

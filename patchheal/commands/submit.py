@@ -54,14 +54,16 @@ def submit(
     first: one bad spec enqueues nothing (exit 2).
     """
     from patchheal.commands.queue_extra import load_celery_app
-    from patchheal.config import load_spec, spec_to_toml
+    from patchheal.config import load_spec
+    from patchheal.intake.toml import spec_to_toml
+    from patchheal.runs import state_dir_for
 
     app = load_celery_app(broker)
     specs = [(path, load_spec(path)) for path in job_files]
     state_dict = {
         "db": state.db,
         "reports_dir": str(Path(state.reports_dir).resolve()),
-        "state_dir": str(Path(state.state_dir).resolve()),
+        "state_dir": str(state_dir_for(state.db, state.state_dir).resolve()),
         "keep": state.keep,
     }
     pending = []

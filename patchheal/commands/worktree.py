@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from patchheal.runs import DEFAULT_DB, DEFAULT_STATE_DIR
+from patchheal.runs import DEFAULT_DB
 
 
 @click.group()
@@ -15,12 +15,20 @@ def worktree() -> None:
 
 
 @worktree.command("list")
-def list_() -> None:
+@click.option("--json", "as_json", is_flag=True, help="one JSON object per line")
+def list_(as_json: bool) -> None:
     """List the worktrees patchheal holds, per job."""
+    import json
+
     from patchheal.workspace.worktrees import worktree_root
 
     root = worktree_root()
     found = sorted(p for p in root.glob("*/wt/*") if p.is_dir()) if root.is_dir() else []
+    if as_json:
+        for path in found:
+            row = {"job_id": path.parent.parent.name, "name": path.name, "path": str(path)}
+            click.echo(json.dumps(row))
+        return
     if not found:
         click.echo(f"no worktrees under {root}")
         return
@@ -33,21 +41,21 @@ def list_() -> None:
 @click.option("--db", default=str(DEFAULT_DB), show_default=True)
 @click.option(
     "--state-dir",
-    default=str(DEFAULT_STATE_DIR),
-    show_default=True,
+    default=None,
     type=click.Path(file_okay=False, path_type=Path),
-    help="where the job's checkpoints are (for attempts of step 2 and later)",
+    help="where the job's checkpoints are (for attempts of step 2 and later) "
+    "[default: beside the store]",
 )
-def open_(attempt_id: int, db: str, state_dir: Path) -> None:
+def open_(attempt_id: int, db: str, state_dir: Path | None) -> None:
     """Materialize ATTEMPT_ID (base, earlier checkpoints, its diff); print its path."""
     from patchheal.errors import BadInput, PatchApplyError
     from patchheal.loop.checkpoints import load_checkpoints
     from patchheal.memory.store import AttemptStore
-    from patchheal.runs import RunPaths
+    from patchheal.runs import RunPaths, state_dir_for
     from patchheal.scrub.scrubber import Scrubber
     from patchheal.workspace.worktrees import JobWorkspace
 
-    store = AttemptStore(db)
+    store = AttemptStore(db, create=False)
     try:
         record = store.attempt(attempt_id)
         job = store.job(record.job_id)
@@ -59,7 +67,7 @@ def open_(attempt_id: int, db: str, state_dir: Path) -> None:
     workspace = JobWorkspace(Path(job.repo), job.base, record.job_id)
     workspace.open()
     tree = workspace.worktree(f"attempt-{attempt_id}")
-    paths = RunPaths(state_dir, record.job_id, Scrubber())
+    paths = RunPaths(state_dir_for(db, state_dir), record.job_id, Scrubber())
     for checkpoint in load_checkpoints(paths, before_step=record.step_index):
         workspace.apply(tree, paths.checkpoint_patch(checkpoint.step_index).read_text())
         workspace.commit(tree, f"checkpoint of step {checkpoint.step_index}")

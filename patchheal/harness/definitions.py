@@ -14,7 +14,8 @@ from patchheal.harness.config import HarnessDef, load_harness_file
 
 
 def bundled_dir() -> Path:
-    return Path(patchheal.__file__).resolve().parent.parent / "harnesses"
+    """The definitions shipped inside the package (package data, so a wheel has them too)."""
+    return Path(patchheal.__file__).resolve().parent / "harnesses"
 
 
 def harness_search_path(repo: Path | None) -> list[Path]:

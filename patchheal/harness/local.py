@@ -1,18 +1,19 @@
 """The local harness: the step runs as a host process in the worktree.
 
-Fast and with no isolation; the Docker harness is the authoritative one.
+Fast and with no isolation; the Docker harness is the authoritative one. A
+job's setup runs in a venv of the job's own (`localenv.py`), never in the
+environment patchheal runs in, and the job's steps run with it activated.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Sequence
 from pathlib import Path
 
 from patchheal import proc
-from patchheal.errors import HarnessError
 from patchheal.harness.base import DETERMINISTIC_ENV, OutputSink
+from patchheal.harness.localenv import ensure_job_venv, venv_environment
 from patchheal.harness.results import COLLECTORS, ResultsChannel
 from patchheal.models import CommandResult
 
@@ -44,30 +45,28 @@ class LocalHarness:
         self._setup = tuple(setup)
         self._passthrough = tuple(env_passthrough)
         self._setup_timeout = setup_timeout
-        self._prepared: set[str] = set()
+        self._venvs: dict[Path, Path] = {}
 
-    def environment(self) -> dict[str, str]:
+    def environment(self, worktree: Path | None = None) -> dict[str, str]:
         env = {k: os.environ[k] for k in (*_INHERITED, *self._passthrough) if k in os.environ}
         env.update(DETERMINISTIC_ENV)
-        return env
+        venv = self._venvs.get(worktree.resolve()) if worktree is not None else None
+        return venv_environment(venv, env) if venv is not None else env
 
     def prepare(self, worktree: Path) -> None:
         if not self._setup:
             return
-        # A worktree is reset between attempts, so setup runs once per
-        # worktree path and setup commands, not once per attempt.
-        key = hashlib.sha256(f"{worktree}\0{self._setup}".encode()).hexdigest()
-        if key in self._prepared:
-            return
-        for command in self._setup:
-            result = proc.run(
-                command, cwd=worktree, env=self.environment(), timeout=self._setup_timeout
-            )
-            if not result.passed:
-                raise HarnessError(
-                    f"setup command failed in the local harness: {command}\n{result.output[-4000:]}"
-                )
-        self._prepared.add(key)
+        from patchheal.workspace.worktrees import worktree_root
+
+        # A worktree is reset between attempts, so setup runs once per worktree,
+        # setup commands and dependency files (the venv's key), not once per attempt.
+        self._venvs[worktree.resolve()] = ensure_job_venv(
+            worktree_root() / "venvs",
+            worktree,
+            self._setup,
+            base_env=self.environment(),
+            timeout=self._setup_timeout,
+        )
 
     def run(
         self,
@@ -82,7 +81,9 @@ class LocalHarness:
         channel = ResultsChannel()
         try:
             env = channel.environment(
-                self.environment(), results_dir=str(channel.host_dir), collectors=str(COLLECTORS)
+                self.environment(worktree),
+                results_dir=str(channel.host_dir),
+                collectors=str(COLLECTORS),
             )
             result = proc.run(
                 command,

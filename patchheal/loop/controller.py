@@ -20,7 +20,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchheal.config import JobSpec
-from patchheal.errors import EXIT_FIXED, EXIT_INTERRUPTED, EXIT_NOT_FIXED, BadInput, Interrupted
+from patchheal.errors import (
+    EXIT_FIXED,
+    EXIT_INFRA,
+    EXIT_INTERRUPTED,
+    EXIT_NOT_FIXED,
+    BadInput,
+    Interrupted,
+)
 from patchheal.harness.base import Harness
 from patchheal.harness.orphans import OWNER_FILE, write_owner
 from patchheal.loop.checkpoints import discard_checkpoints, load_checkpoints
@@ -142,6 +149,8 @@ class HealLoop:
             interrupted.result = HealResult(report, report_paths, EXIT_INTERRUPTED, worktrees)
             raise interrupted
         exit_code = EXIT_FIXED if self.state.status is JobStatus.FIXED else EXIT_NOT_FIXED
+        if self.state.infra_unavailable and exit_code == EXIT_NOT_FIXED:
+            exit_code = EXIT_INFRA  # the report is written; the endpoint was not there
         return HealResult(report, report_paths, exit_code, worktrees)
 
     def _wants_pull_request(self) -> bool:

@@ -294,6 +294,7 @@ class StepSequence:
             f"step {index} ({step_spec.name}): {result.reason}",
             retryable=result.retryable,
         )
+        self.state.infra_unavailable = result.infra_unavailable
 
     def _exhausted(self, index: int, status: JobStatus, reason: str) -> None:
         """Every terminal stop of a step that is not a fix, deterministic ones included

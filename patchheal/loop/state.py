@@ -34,6 +34,8 @@ class JobState:
     interrupted: bool = False
     queue_attempt: int | None = None
     run_id: str = ""
+    infra_unavailable: bool = False
+    """It stopped because infrastructure could not be reached: exit 3, not 1."""
 
     @property
     def job_id(self) -> str:

@@ -63,6 +63,8 @@ class StepResult:
     retryable: bool = False
     fix: AttemptRecord | None = None
     arg: int | None = None
+    infra_unavailable: bool = False
+    """The step stopped because infrastructure (the model endpoint) could not be reached."""
     attempts: list[AttemptRecord] = field(default_factory=list)
 
 
@@ -192,6 +194,7 @@ class StepHealer:
                 f"proposer unavailable: {exc}",
                 retryable=True,
                 attempts=step.attempts,
+                infra_unavailable=True,
             )
         except ProposerError as exc:
             return StepResult(

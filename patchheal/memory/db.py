@@ -34,9 +34,14 @@ BUSY_TIMEOUT_SECONDS = 60.0
 PG_WRITE_LOCK_KEY = 0x7061746368686561
 
 
-def resolve_db_url(value: str | Path) -> str:
+def resolve_db_url(value: str | Path, *, create: bool = True) -> str:
     """A filesystem path becomes `sqlite:///<absolute path>` (parent folders created);
-    an SQLAlchemy URL passes through after a syntax check."""
+    an SQLAlchemy URL passes through after a syntax check.
+
+    With `create=False` (read-only commands) a SQLite file that does not exist
+    is an error and nothing is created: an empty directory must not answer
+    "consistent" about a store that was never there.
+    """
     text = str(value).strip()
     if not text:
         raise BadInput("the store location is empty: give a path or an SQLAlchemy URL")
@@ -49,6 +54,8 @@ def resolve_db_url(value: str | Path) -> str:
     path = Path(text).expanduser().resolve()
     if path.is_dir():
         raise BadInput(f"the store path {str(value)!r} is a directory, not a database file")
+    if not create and not path.is_file():
+        raise BadInput(f"no attempt store at {path} (nothing was healed with this --db)")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -136,15 +143,24 @@ def _pg_serialized_writes(engine: Engine) -> Engine:
     return engine.execution_options(pg_write_lock=True)
 
 
+def _require_sqlite_file(url: str) -> None:
+    """A `sqlite:///path` URL given to a read-only command must name an existing file."""
+    path = sqlite_path(url)
+    if path is not None and not path.is_file():
+        raise BadInput(f"no attempt store at {path} (nothing was healed with this --db)")
+
+
 class StoreBase:
     """Engines, sessions and the clock shared by the store's parts."""
 
-    def __init__(self, url: str | Path) -> None:
+    def __init__(self, url: str | Path, *, create: bool = True) -> None:
         from sqlmodel import SQLModel
 
         from patchheal.memory.tables import ALL_TABLES
 
-        self.url = resolve_db_url(url)
+        self.url = resolve_db_url(url, create=create)
+        if not create:
+            _require_sqlite_file(self.url)
         self.display_url = display_url(self.url)  # for messages: no password
         self.is_sqlite = make_url(self.url).get_backend_name() == "sqlite"
         self._engine, self._write_engine = make_engine(self.url)

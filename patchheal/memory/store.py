@@ -55,8 +55,8 @@ _CLAIM_SQL = "SELECT attempt_id FROM claims WHERE fingerprint = ? AND normalized
 class AttemptStore(LockMixin, ControlMixin, OutcomeMixin):
     """What the loop remembers across steps, runs and jobs."""
 
-    def __init__(self, url: str | Path) -> None:
-        super().__init__(url)
+    def __init__(self, url: str | Path, *, create: bool = True) -> None:
+        super().__init__(url, create=create)
         self._fast: Any = None
         if self.is_sqlite:
             # One connection kept for the repeat lookup: sqlite3 caches the

@@ -15,11 +15,12 @@ _EXAMPLE_URL = "http://127.0.0.1:8000/v1"
 
 
 class _ProposerConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     after_failures: int = Field(
         0,
         ge=0,
+        le=1000,
         description="use this proposer only once the step has this many failed attempts "
         "(chains a cheap proposer before a stronger one)",
     )
@@ -47,10 +48,12 @@ class LLMConfig(_ProposerConfig):
     model: str = Field(description="model name sent in each request")
     api_key_env: str | None = Field(None, description="environment variable holding the API key")
     temperature: float = Field(0.2, ge=0.0, le=2.0, description="sampling temperature")
-    max_tokens: int = Field(2048, gt=0, description="max tokens in one reply")
-    timeout_seconds: float = Field(120.0, gt=0, description="per request")
-    retry_attempts: int = Field(3, ge=1, description="tries per request on transient faults")
-    context_tokens: int = Field(6000, gt=0, description="token budget of the retry context")
+    max_tokens: int = Field(2048, gt=0, le=1_000_000, description="max tokens in one reply")
+    timeout_seconds: float = Field(120.0, gt=0, le=86400.0, description="per request")
+    retry_attempts: int = Field(3, ge=1, le=20, description="tries per request on transient faults")
+    context_tokens: int = Field(
+        6000, gt=0, le=1_000_000, description="token budget of the retry context"
+    )
 
     @field_validator("base_url")
     @classmethod
@@ -69,11 +72,17 @@ class AgentConfig(_ProposerConfig):
     command: str = Field(
         description="shell command; {context} is replaced by the context file path"
     )
-    timeout_seconds: float = Field(900.0, gt=0, description="wall-clock limit of one run")
-    idle_timeout_seconds: float = Field(300.0, gt=0, description="limit without any output")
+    timeout_seconds: float = Field(
+        900.0, gt=0, le=7 * 86400.0, description="wall-clock limit of one run"
+    )
+    idle_timeout_seconds: float = Field(
+        300.0, gt=0, le=7 * 86400.0, description="limit without any output"
+    )
     env: tuple[str, ...] = Field((), description="variables passed through by name")
     strategy: str = Field("agent", description="strategy tag recorded for its candidates")
-    context_tokens: int = Field(12000, gt=0, description="token budget of the context file")
+    context_tokens: int = Field(
+        12000, gt=0, le=1_000_000, description="token budget of the context file"
+    )
 
 
 class ScriptedConfig(_ProposerConfig):

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 
 from patchheal.config import JobSpec
-from patchheal.errors import PatchApplyError, ProposerError, TokenBudgetReached
+from patchheal.errors import BadInput, PatchApplyError, TokenBudgetReached
 from patchheal.evidence.build import render_context
 from patchheal.evidence.tokens import count_tokens
 from patchheal.models import Candidate
@@ -71,7 +71,8 @@ class LLMProposer:
         if config.api_key_env:
             api_key = os.environ.get(config.api_key_env)
             if not api_key:
-                raise ProposerError(
+                # The spec names a key the environment does not have: bad input (exit 2).
+                raise BadInput(
                     f"llm proposer ({config.base_url}, model {config.model}): "
                     f"environment variable {config.api_key_env} is not set"
                 )

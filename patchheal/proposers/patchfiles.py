@@ -25,6 +25,10 @@ _RATIONALE_LINE = re.compile(r"^(?:#\s*)?rationale:\s*(.+?)\s*$", re.IGNORECASE 
 _NAME_PREFIX = re.compile(r"^\d+[-_]")
 
 
+# A candidate patch is small; a file this big is a mistake (or a log), not a patch.
+MAX_PATCH_BYTES = 4 * 1024 * 1024
+
+
 class PatchfilesProposer:
     """Yields each patch file once, in order."""
 
@@ -45,11 +49,21 @@ class PatchfilesProposer:
             paths = sorted(p for p in config.dir.iterdir() if p.suffix in {".patch", ".diff"})
             if not paths:
                 raise SpecError(f"patchfiles proposer: no *.patch or *.diff files in {config.dir}")
-            return paths
-        missing = [str(p) for p in config.paths if not p.is_file()]
-        if missing:
-            raise SpecError(f"patchfiles proposer: missing patch files: {', '.join(missing)}")
-        return list(config.paths)
+        else:
+            paths = list(config.paths)
+        # is_file() is false for a FIFO or a device, which would block or never end when read.
+        unusable = [str(p) for p in paths if not p.is_file()]
+        if unusable:
+            raise SpecError(
+                "patchfiles proposer: not regular files (missing, a directory, a FIFO or a "
+                f"device): {', '.join(unusable[:5])}"
+            )
+        too_big = [str(p) for p in paths if p.stat().st_size > MAX_PATCH_BYTES]
+        if too_big:
+            raise SpecError(
+                f"patchfiles proposer: over {MAX_PATCH_BYTES} bytes: {', '.join(too_big[:5])}"
+            )
+        return paths
 
     @property
     def remaining(self) -> int:

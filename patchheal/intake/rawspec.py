@@ -1,0 +1,171 @@
+"""Bounds on a job spec's raw data, checked before pydantic, the file system or git see it.
+
+Each check here exists because a malformed spec once crashed or hung a run
+instead of being refused: a table nested thousands deep overflows the
+recursion of a merge or of pydantic, a NUL byte makes every `os` call raise
+`ValueError`, a path component over 255 bytes makes `stat` raise, a FIFO
+where a file is expected blocks the reader forever.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from patchheal.errors import SpecError
+
+MAX_SPEC_BYTES = 1024 * 1024
+MAX_NESTING = 16
+MAX_STRING_CHARS = 64 * 1024
+MAX_ITEMS = 1000
+MAX_PATH_CHARS = 4096
+MAX_NAME_BYTES = 255
+MAX_REF_CHARS = 256
+MAX_GLOB_CHARS = 1024
+
+# The spec's top-level tables and the type each must have.
+TABLES: dict[str, type] = {
+    "job": dict,
+    "steps": list,
+    "regression": dict,
+    "proposer": dict,
+    "proposers": list,
+    "budget": dict,
+    "policy": dict,
+}
+
+
+def read_spec_bytes(path: Path) -> bytes:
+    """The bytes of a spec file: a regular file of at most MAX_SPEC_BYTES (a FIFO would block)."""
+    try:
+        info = path.stat()
+    except (OSError, ValueError) as exc:
+        raise SpecError(f"cannot read job spec {_show(path)}: {_reason(exc)}") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise SpecError(f"job spec {_show(path)} is not a regular file")
+    if info.st_size > MAX_SPEC_BYTES:
+        raise SpecError(f"job spec {_show(path)} is over {MAX_SPEC_BYTES} bytes")
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise SpecError(f"cannot read job spec {_show(path)}: {_reason(exc)}") from None
+
+
+def check_raw(data: Any, source: str) -> None:
+    """Refuse data whose shape no spec model could accept without crashing or hanging."""
+    if not isinstance(data, dict):
+        raise SpecError(f"invalid job spec {source}: the top level must be a table")
+    for where, value, depth in _walk(data):
+        if depth > MAX_NESTING:
+            raise SpecError(f"invalid job spec {source}: {where}: nested deeper than {MAX_NESTING}")
+        if isinstance(value, str):
+            if "\0" in value:
+                raise SpecError(f"invalid job spec {source}: {where}: contains a NUL byte")
+            if len(value) > MAX_STRING_CHARS:
+                raise SpecError(
+                    f"invalid job spec {source}: {where}: longer than {MAX_STRING_CHARS} characters"
+                )
+        elif isinstance(value, list | dict) and len(value) > MAX_ITEMS:
+            raise SpecError(f"invalid job spec {source}: {where}: more than {MAX_ITEMS} entries")
+    for name, kind in TABLES.items():
+        if name in data and not isinstance(data[name], kind):
+            shape = "a table" if kind is dict else "an array of tables"
+            raise SpecError(f"invalid job spec {source}: [{name}] must be {shape}")
+
+
+def _walk(data: Any) -> Iterator[tuple[str, Any, int]]:
+    """(dotted location, value, depth) of every value, iteratively: no recursion to overflow."""
+    stack: list[tuple[str, Any, int]] = [("", data, 0)]
+    while stack:
+        where, value, depth = stack.pop()
+        yield where or "(top level)", value, depth
+        if depth > MAX_NESTING:
+            continue  # reported by the caller; do not descend further
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if isinstance(key, str) and "\0" in key:
+                    raise SpecError(f"a key under {where or '(top level)'} contains a NUL byte")
+                stack.append((f"{where}.{key}" if where else str(key), item, depth + 1))
+        elif isinstance(value, list):
+            stack.extend((f"{where}.{i}", item, depth + 1) for i, item in enumerate(value))
+
+
+def check_path(value: str, where: str) -> Path:
+    """A path the file system can take: bounded length and components, `~user` that exists."""
+    if len(value) > MAX_PATH_CHARS:
+        raise SpecError(f"{where}: path longer than {MAX_PATH_CHARS} characters")
+    try:
+        path = Path(value).expanduser()
+    except RuntimeError:
+        raise SpecError(f"{where}: {value!r}: no such user's home directory") from None
+    long = [p for p in path.parts if len(os.fsencode(p)) > MAX_NAME_BYTES]
+    if long:
+        raise SpecError(f"{where}: a path component is longer than {MAX_NAME_BYTES} bytes")
+    return path
+
+
+def check_regular_file(path: Path, where: str) -> None:
+    """An existing path given as a file must be a regular file (a FIFO or device blocks)."""
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        return
+    except (OSError, ValueError) as exc:
+        raise SpecError(f"{where}: cannot use {_show(path)}: {_reason(exc)}") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise SpecError(f"{where}: {_show(path)} is not a regular file")
+
+
+# A revision (`main`, `v1.2`, `HEAD~1`, a commit id): no whitespace or control
+# characters, and no leading '-', which git would read as an option.
+_BAD_REF = re.compile(r"[\x00-\x20\x7f]|^-")
+
+
+def check_ref(value: str, where: str) -> None:
+    if not value or len(value) > MAX_REF_CHARS or _BAD_REF.search(value):
+        raise SpecError(
+            f"{where}: {_short(value)} is not a usable git revision "
+            f"(1-{MAX_REF_CHARS} characters, no whitespace or control characters, "
+            "not starting with '-')"
+        )
+
+
+def glob_problem(pattern: str) -> str | None:
+    """Why the policy gate could not compile `pattern`, or None.
+
+    Mirrors the bracket rule of gates/policy.py's glob translation: a `[...]`
+    class is copied into a regular expression, so `[z-a]` is an error there.
+    """
+    if len(pattern) > MAX_GLOB_CHARS:
+        return f"longer than {MAX_GLOB_CHARS} characters"
+    i = 0
+    while i < len(pattern):
+        if pattern[i] == "[" and "]" in pattern[i + 2 :]:
+            end = pattern.index("]", i + 2)
+            body = pattern[i + 1 : end].replace("!", "^", 1)
+            try:
+                re.compile(f"[{body}]")
+            except re.error as exc:
+                return f"bad character class [{pattern[i + 1 : end]}]: {exc}"
+            i = end + 1
+        else:
+            i += 1
+    return None
+
+
+def _short(value: str) -> str:
+    return repr(value if len(value) <= 80 else value[:77] + "...")
+
+
+def _show(path: Path) -> str:
+    return _short(str(path))
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc)

@@ -1,0 +1,71 @@
+"""The terminal: a sign of life on long waits, -q/-v, colour only where wanted."""
+
+from __future__ import annotations
+
+import io
+import re
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from patchheal.cli import cli
+from patchheal.commands.progress import Progress
+from tests.healjobs import FIX, diff_for, make_calc_repo, state_args, write_spec
+
+ANSI = re.compile(r"\x1b\[")
+
+
+def test_a_silent_wait_longer_than_the_threshold_is_shown() -> None:
+    """Regression: 41 s of silence while a base image built."""
+    out = io.StringIO()
+    with Progress("job", stream=out, quiet_after=0.3, log_every=0.5) as progress:
+        progress.say("building the base image")
+        time.sleep(1.6)
+    waiting = [line for line in out.getvalue().splitlines() if "waiting" in line]
+    assert waiting, out.getvalue()
+    assert all("building the base image" in line for line in waiting)
+    assert len(waiting) <= 4  # off a terminal it repeats slowly, never floods a log
+
+
+def test_a_short_wait_is_not_decorated() -> None:
+    out = io.StringIO()
+    with Progress("job", stream=out, quiet_after=2.0) as progress:
+        progress.say("step 1: reproducing")
+        time.sleep(0.3)
+    assert out.getvalue() == "[job] step 1: reproducing\n"
+
+
+def test_quiet_says_nothing() -> None:
+    out = io.StringIO()
+    with Progress("job", stream=out, verbosity=-1, quiet_after=0.1) as progress:
+        progress.say("anything")
+        time.sleep(0.4)
+    assert out.getvalue() == ""
+
+
+@pytest.fixture
+def calc_job(tmp_path: Path) -> list[str]:
+    repo = make_calc_repo(tmp_path)
+    spec = write_spec(tmp_path / "job.toml", repo, diffs=[diff_for(repo, {"calc.py": FIX})])
+    return ["heal", str(spec), *state_args(tmp_path)]
+
+
+@pytest.mark.slow
+def test_quiet_verbose_and_no_color_on_a_real_heal(
+    calc_job: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runner = CliRunner()
+    loud = runner.invoke(cli, calc_job, color=True)
+    assert loud.exit_code == 0, loud.output
+    assert "[calc] " in loud.stderr
+    assert ANSI.search(loud.stdout), "a terminal gets colour"
+    quiet = runner.invoke(cli, ["-q", *calc_job, "--resume"], color=True)
+    assert quiet.exit_code == 0, quiet.output
+    assert "[calc] " not in quiet.stderr
+    assert "job calc:" in quiet.stdout
+    monkeypatch.setenv("NO_COLOR", "1")
+    plain = runner.invoke(cli, calc_job, color=True)
+    assert plain.exit_code == 0, plain.output
+    assert not ANSI.search(plain.stdout + plain.stderr)

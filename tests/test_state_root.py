@@ -1,0 +1,86 @@
+"""One state root: a store's runs live beside it, and read-only commands create nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from patchheal.errors import BadInput
+from patchheal.memory.store import AttemptStore
+from patchheal.runs import state_dir_for
+from tests.healjobs import FIX, WRONG, diff_for, make_calc_repo, patchheal_cli, write_spec
+
+
+def test_the_default_store_keeps_the_seed_layout() -> None:
+    assert state_dir_for("var/memory/attempts.sqlite3") == Path("var")
+
+
+def test_any_other_store_file_has_a_state_folder_of_its_own(tmp_path: Path) -> None:
+    assert state_dir_for(str(tmp_path / "a.sqlite3")) == tmp_path / "a-state"
+    assert state_dir_for(str(tmp_path / "b.sqlite3")) == tmp_path / "b-state"
+    assert state_dir_for(f"sqlite:///{tmp_path}/c.db") == tmp_path / "c-state"
+    assert state_dir_for(str(tmp_path / "a.sqlite3"), tmp_path / "chosen") == tmp_path / "chosen"
+
+
+def test_a_server_store_names_its_state_folder(monkeypatch: pytest.MonkeyPatch) -> None:
+    url = "postgresql+psycopg://patchheal@127.0.0.1:5432/patchheal"
+    monkeypatch.delenv("PATCHHEAL_HOME", raising=False)
+    with pytest.raises(BadInput, match="--state-dir or set PATCHHEAL_HOME"):
+        state_dir_for(url)
+    monkeypatch.setenv("PATCHHEAL_HOME", "/srv/patchheal")
+    assert state_dir_for(url) == Path("/srv/patchheal")
+
+
+def _heal(spec: Path, db: Path, reports: Path) -> dict[str, object]:
+    done = patchheal_cli("heal", str(spec), "--db", str(db), "--reports", str(reports), "--json")
+    assert done.returncode in (0, 1), done.stderr
+    summary: dict[str, object] = json.loads(done.stdout)
+    return summary
+
+
+def _outcomes(db: Path) -> list[str]:
+    with AttemptStore(str(db), create=False) as store:
+        return [a.outcome.value for a in store.attempts(job_id="calc")]
+
+
+def test_a_fresh_store_never_sees_another_stores_runs(tmp_path: Path) -> None:
+    """Regression: with runs keyed by job id under ./var, a run with a fresh --db imported
+    another store's attempts from the shared run folder (crash recovery took them for its
+    own) and refused candidates as repeats it had never tried."""
+    repo = make_calc_repo(tmp_path)
+    wrong, fix = diff_for(repo, {"calc.py": WRONG}), diff_for(repo, {"calc.py": FIX})
+    spec = write_spec(tmp_path / "job.toml", repo, diffs=[wrong, fix])
+    first, second = tmp_path / "one.sqlite3", tmp_path / "two.sqlite3"
+    _heal(spec, first, tmp_path / "reports")
+    assert (tmp_path / "one-state" / "runs" / "calc" / "events.jsonl").is_file()
+    _heal(spec, second, tmp_path / "reports")
+    assert (tmp_path / "two-state" / "runs" / "calc" / "events.jsonl").is_file()
+    assert _outcomes(second) == _outcomes(first) == ["no_effect", "fixed"]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["attempts"], ["show", "1"], ["store", "check"], ["locks"], ["control", "calc", "pause"]],
+)
+def test_read_only_commands_on_a_missing_store_say_so_and_create_nothing(
+    tmp_path: Path, command: list[str]
+) -> None:
+    db = tmp_path / "nowhere" / "store.sqlite3"
+    done = patchheal_cli(*command, "--db", str(db))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "no attempt store at" in done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_control_on_a_job_with_no_live_run_is_refused(tmp_path: Path) -> None:
+    """Regression: a control for a job that is not running was queued silently, then
+    blocked the job's next run naming a dead pid."""
+    db = tmp_path / "store.sqlite3"
+    AttemptStore(str(db)).close()
+    done = patchheal_cli("control", "calc", "pause", "--db", str(db))
+    assert done.returncode == 2
+    assert "has no running heal" in done.stderr
+    with AttemptStore(str(db)) as store:
+        assert store.controls("calc") == []
