@@ -245,7 +245,8 @@ class RetryContext(_Model):
     failure_summary: str = ""
     failing_tests: tuple[str, ...] = ()
     excerpts: tuple[CodeExcerpt, ...] = ()
-    breaking_diff: str = ""
+    breaking_diff: str = Field("", description="`last_green..HEAD`, bounded: the change that broke")
+    history: str = Field("", description="recent commits touching the implicated files")
     file_map: tuple[str, ...] = ()
     constraints: tuple[str, ...] = ()
     prior_attempts: tuple[PriorAttempt, ...] = ()

@@ -3,7 +3,8 @@
 The failure and the avoid-list (earlier attempts, exhausted buckets) are
 never dropped. When the text is over budget, the least important sections
 shrink first and then go: the file map, then the memory hints, then the
-diff that broke the job, then the code excerpts. Only if the essentials alone
+recent history, then the diff that broke the job, then the code excerpts (the
+lowest ranked first). Only if the essentials alone
 are still over budget is the failure summary cut (its head and tail kept).
 """
 
@@ -86,6 +87,10 @@ def _breaking(diff: str) -> str:
     return f"## The change that broke the job\n{_fence(diff, 'diff')}" if diff else ""
 
 
+def _history(text: str) -> str:
+    return f"## Recent commits touching these files\n{_fence(text, 'text')}" if text else ""
+
+
 def _hints(items: tuple[Hint, ...]) -> str:
     if not items:
         return ""
@@ -106,6 +111,7 @@ def _file_map(items: tuple[str, ...]) -> str:
 def _shrinkers(ctx: RetryContext) -> list[tuple[str, int, Callable[[int], str]]]:
     """(name, size, render at size n): sections from least to most important."""
     diff_lines = ctx.breaking_diff.splitlines()
+    history = ctx.history.splitlines()
 
     def diff_at(n: int) -> str:
         text = "\n".join(diff_lines[:n])
@@ -114,6 +120,7 @@ def _shrinkers(ctx: RetryContext) -> list[tuple[str, int, Callable[[int], str]]]
     return [
         ("file map", len(ctx.file_map), lambda n: _file_map(ctx.file_map[:n])),
         ("hints", len(ctx.hints), lambda n: _hints(ctx.hints[:n])),
+        ("history", len(history), lambda n: _history("\n".join(history[:n]))),
         ("breaking diff", len(diff_lines), diff_at),
         ("code excerpts", len(ctx.excerpts), lambda n: _excerpts(ctx.excerpts[:n])),
     ]
