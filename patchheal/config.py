@@ -102,6 +102,12 @@ class BudgetSpec(_Spec):
     max_proposer_calls: int | None = Field(None, ge=1, description="proposer calls per job")
     max_model_tokens: int | None = Field(None, ge=1, description="model tokens per job")
     flaky_reruns: int = Field(0, ge=0, description="extra reproduction runs to detect flakes")
+    bucket_limit: int = Field(
+        2,
+        ge=1,
+        description="failures of one bucket (strategy + touched files + fingerprint) after "
+        "which its next candidate is not verified and the approach escalates",
+    )
 
 
 class PolicySpec(_Spec):

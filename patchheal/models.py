@@ -154,6 +154,7 @@ class Candidate(_Model):
     proposer: str = ""
     label: str = Field("", description="human name, e.g. the patch file name")
     tokens_used: int = 0
+    approach: str = Field("", description="the approach the loop asked for (loop/approach.py)")
 
 
 class TestCounts(_Model):
@@ -200,6 +201,7 @@ class AttemptRecord(_Model):
     started_at: float = 0.0
     duration_seconds: float = 0.0
     attempt_class: str = ""
+    approach: str = Field("", description="the approach the loop asked for this attempt")
 
 
 class PriorAttempt(_Model):
@@ -252,6 +254,7 @@ class RetryContext(_Model):
     prior_attempts: tuple[PriorAttempt, ...] = ()
     hints: tuple[Hint, ...] = ()
     escalation: Literal["first", "more_context", "different_approach", "widen"] = "first"
+    approach: str = Field("", description="the approach asked for (loop/approach.py), if any")
     exhausted_buckets: tuple[str, ...] = Field(
         (), description="strategy+files buckets that failed twice: do not propose these again"
     )

@@ -187,6 +187,7 @@ def build_context(
     breaking_diff: str = "",
     history: str = "",
     widen: bool = False,
+    approach: str = "",
     code_budget_tokens: int = 8000,
 ) -> RetryContext:
     """The retry context for one attempt on `failure`; every string in it is scrubbed.
@@ -251,6 +252,7 @@ def build_context(
         prior_attempts=priors,
         hints=kept_hints,
         escalation=level,
+        approach=approach,
         exhausted_buckets=tuple(clean(b) for b in exhausted_buckets(same)),
     )
     if code_budget_tokens <= 0:

@@ -26,6 +26,17 @@ _TASK = {
 }
 
 
+_APPROACH = {
+    "simplify_approach": "Propose the simplest change that could work; the last one did not "
+    "apply, was refused or timed out.",
+    "break_into_smaller_steps": "The last patch broke other tests: change less, one thing at "
+    "a time.",
+    "gather_more_context": "Read the code shown (the code under test, the breaking change) "
+    "before editing; find the cause first.",
+    "try_alternative": "The earlier idea is exhausted: use another strategy or other files.",
+}
+
+
 def _fence(text: str, lang: str = "") -> str:
     ticks = "````" if "```" in text else "```"
     return f"{ticks}{lang}\n{text.rstrip()}\n{ticks}"
@@ -45,7 +56,12 @@ def _essentials(ctx: RetryContext, summary: str) -> str:
     ]
     if ctx.objective:
         out.append(f"Objective of the job: {ctx.objective}")
-    out += ["", "## Task", _TASK[ctx.escalation], "", "## Failure"]
+    out += ["", "## Task", _TASK[ctx.escalation]]
+    if ctx.approach:
+        out.append(
+            f"Approach for this attempt: `{ctx.approach}`. {_APPROACH.get(ctx.approach, '')}"
+        )
+    out += ["", "## Failure"]
     facts = [f"class `{ctx.failure_class.value}`", f"fingerprint `{ctx.fingerprint[:16]}`"]
     if ctx.error_type:
         facts.insert(0, f"error `{ctx.error_type}`")
