@@ -110,6 +110,18 @@ class BudgetSpec(_Spec):
     )
 
 
+class MemorySpec(_Spec):
+    """The `[memory]` table: how much the similar-failure search may show and spend."""
+
+    similar_fixes: int = Field(3, ge=0, description="fixes of similar failures shown")
+    similar_failed: int = Field(3, ge=0, description="failed approaches of similar failures shown")
+    similar_threshold: float = Field(0.6, ge=0, le=1, description="least similarity to count")
+    similar_scan: int = Field(500, ge=1, description="recent fingerprints compared at most")
+    similar_time_budget_seconds: float = Field(
+        2.0, gt=0, description="time the search may take; past it, results are marked degraded"
+    )
+
+
 class PolicySpec(_Spec):
     """The `[policy]` table: gates every candidate passes before it runs."""
 
@@ -134,6 +146,7 @@ class JobSpec(_Spec):
     proposers: tuple[ProposerConfig, ...] = ()
     budget: BudgetSpec = BudgetSpec()
     policy: PolicySpec = PolicySpec()
+    memory: MemorySpec = MemorySpec()
 
     @model_validator(mode="after")
     def _one_proposer_form(self) -> JobSpec:
@@ -319,6 +332,7 @@ __all__ = [
     "DEFAULT_PROTECTED_PATHS",
     "BudgetSpec",
     "JobSpec",
+    "MemorySpec",
     "PatchfilesConfig",
     "PolicySpec",
     "StepSpec",

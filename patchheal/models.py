@@ -155,6 +155,7 @@ class Candidate(_Model):
     label: str = Field("", description="human name, e.g. the patch file name")
     tokens_used: int = 0
     approach: str = Field("", description="the approach the loop asked for (loop/approach.py)")
+    memory_degraded: str = Field("", description="why the memory search was incomplete, if any")
 
 
 class TestCounts(_Model):
@@ -202,6 +203,9 @@ class AttemptRecord(_Model):
     duration_seconds: float = 0.0
     attempt_class: str = ""
     approach: str = Field("", description="the approach the loop asked for this attempt")
+    memory_degraded: str = Field(
+        "", description="why the similar-failure search was incomplete (degraded), if it was"
+    )
 
 
 class PriorAttempt(_Model):
@@ -232,6 +236,8 @@ class Hint(_Model):
     strategy: str
     diff: str
     job_id: str = ""
+    outcome: Outcome = Outcome.FIXED
+    reason: str = Field("", description="why it failed, for a failed approach")
 
 
 class RetryContext(_Model):
@@ -253,6 +259,10 @@ class RetryContext(_Model):
     constraints: tuple[str, ...] = ()
     prior_attempts: tuple[PriorAttempt, ...] = ()
     hints: tuple[Hint, ...] = ()
+    failed_elsewhere: tuple[Hint, ...] = Field(
+        (), description="approaches that failed for similar failures: do not repeat them"
+    )
+    memory_degraded: str = Field("", description="why the memory search is incomplete, if it is")
     escalation: Literal["first", "more_context", "different_approach", "widen"] = "first"
     approach: str = Field("", description="the approach asked for (loop/approach.py), if any")
     exhausted_buckets: tuple[str, ...] = Field(

@@ -188,6 +188,8 @@ def build_context(
     history: str = "",
     widen: bool = False,
     approach: str = "",
+    failed_elsewhere: Sequence[Hint] = (),
+    memory_degraded: str = "",
     code_budget_tokens: int = 8000,
 ) -> RetryContext:
     """The retry context for one attempt on `failure`; every string in it is scrubbed.
@@ -233,6 +235,16 @@ def build_context(
         )
         for h in hints[:_MAX_HINTS]
     )
+    kept_failed = tuple(
+        h.model_copy(
+            update={
+                "diff": _clip(clean(h.diff), _MAX_HINT_CHARS),
+                "job_id": clean(h.job_id),
+                "reason": _clip(clean(" ".join(h.reason.split())), _MAX_REASON_CHARS),
+            }
+        )
+        for h in failed_elsewhere[:_MAX_HINTS]
+    )
     near = [w[0] for w in windows] + [f.file for f in test_targets(failure.failing_tests)]
     ctx = RetryContext(
         job_id=job.job.id,
@@ -251,6 +263,8 @@ def build_context(
         constraints=tuple(clean(c) for c in _constraints(job)),
         prior_attempts=priors,
         hints=kept_hints,
+        failed_elsewhere=kept_failed,
+        memory_degraded=clean(memory_degraded),
         escalation=level,
         approach=approach,
         exhausted_buckets=tuple(clean(b) for b in exhausted_buckets(same)),

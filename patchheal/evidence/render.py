@@ -81,6 +81,8 @@ def _essentials(ctx: RetryContext, summary: str) -> str:
                 f"| {p.attempt_number} | {p.strategy} | {files} | {p.diff_hash or '-'} "
                 f"| {p.outcome.value} | {why} |"
             )
+    if ctx.memory_degraded:
+        out += ["", f"(Memory search degraded: {ctx.memory_degraded}; hints may be incomplete.)"]
     if ctx.exhausted_buckets:
         out += ["", "Exhausted (failed twice; do not propose these again):"]
         out += [f"- {b}" for b in ctx.exhausted_buckets]
@@ -120,6 +122,19 @@ def _hints(items: tuple[Hint, ...]) -> str:
     return "\n".join(out)
 
 
+def _failed_elsewhere(items: tuple[Hint, ...]) -> str:
+    if not items:
+        return ""
+    out = ["## Approaches that failed for similar failures: do not repeat them"]
+    for h in items:
+        why = f": {h.reason}" if h.reason else ""
+        out += [
+            f"Strategy `{h.strategy}`, similarity {h.similarity:.2f}, {h.outcome.value}{why}",
+            _fence(h.diff, "diff"),
+        ]
+    return "\n".join(out)
+
+
 def _file_map(items: tuple[str, ...]) -> str:
     return "## Repository files\n" + "\n".join(items) if items else ""
 
@@ -136,6 +151,11 @@ def _shrinkers(ctx: RetryContext) -> list[tuple[str, int, Callable[[int], str]]]
     return [
         ("file map", len(ctx.file_map), lambda n: _file_map(ctx.file_map[:n])),
         ("hints", len(ctx.hints), lambda n: _hints(ctx.hints[:n])),
+        (
+            "failed approaches",
+            len(ctx.failed_elsewhere),
+            lambda n: _failed_elsewhere(ctx.failed_elsewhere[:n]),
+        ),
         ("history", len(history), lambda n: _history("\n".join(history[:n]))),
         ("breaking diff", len(diff_lines), diff_at),
         ("code excerpts", len(ctx.excerpts), lambda n: _excerpts(ctx.excerpts[:n])),

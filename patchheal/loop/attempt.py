@@ -134,6 +134,7 @@ class AttemptRunner:
             duration_seconds=time.time() - started,
             attempt_class=ATTEMPT_CLASS[outcome],
             approach=candidate.approach,
+            memory_degraded=candidate.memory_degraded,
         )
         record = AttemptRecord.model_validate(self.scrubber.scrub_obj(record.model_dump()))
         self._write_attempt_dir(record, log)

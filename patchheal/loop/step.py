@@ -13,6 +13,7 @@ from patchheal.loop.approach import choose_approach, exhausted_bucket
 from patchheal.loop.attempt import VERIFIED_OUTCOMES, AttemptRunner, StepState
 from patchheal.loop.controls import ControlReader, Directive
 from patchheal.loop.recall import StepMemory
+from patchheal.memory.hints import SimilarLimits
 from patchheal.models import AttemptRecord, Candidate, Classification, Outcome, StepEnd
 from patchheal.proposers.base import ProposalRequest, Proposer
 from patchheal.proposers.config import ProposerConfig
@@ -262,13 +263,11 @@ class StepHealer:
         runner = self.runner
         store = runner.store
         prior = store.attempts(fingerprint=step.failure.fingerprint)
-        try:
-            hints = store.similar_fixes(
-                step.failure, limit=3, exclude_fingerprint=step.failure.fingerprint
-            )
-        except Exception as exc:  # memory hints are advisory: a failing read never blocks the loop
-            self.say(f"memory hints unavailable: {exc}")
-            hints = []
+        similar = store.similar(
+            step.failure, self._memory_limits(), exclude_fingerprint=step.failure.fingerprint
+        )
+        if similar.degraded:  # advisory memory: the loop goes on with what was found
+            self.say(f"memory search degraded: {similar.degrade_reason}")
         failed = [a for a in step.attempts if a.outcome is not Outcome.FIXED]
         approach = choose_approach(
             self.classification.failure_class, failed, bucket_exhausted=escalate
@@ -282,7 +281,9 @@ class StepHealer:
             classification=self.classification,
             worktree=propose_tree,
             prior=prior,
-            hints=hints,
+            hints=similar.fixes,
+            failed_elsewhere=similar.failed,
+            memory_degraded=similar.degrade_reason,
             breaking_diff=change.diff,
             history=recent_history(propose_tree, self._implicated(step, change.changed)),
             widen=len(failed) >= 3 or escalate,
@@ -298,7 +299,19 @@ class StepHealer:
         if candidate is None:
             return None
         self.budget.tokens += candidate.tokens_used
-        return candidate.model_copy(update={"approach": approach})
+        return candidate.model_copy(
+            update={"approach": approach, "memory_degraded": similar.degrade_reason}
+        )
+
+    def _memory_limits(self) -> SimilarLimits:
+        memory = self.runner.job.memory
+        return SimilarLimits(
+            fixes=memory.similar_fixes,
+            failed=memory.similar_failed,
+            threshold=memory.similar_threshold,
+            scan=memory.similar_scan,
+            time_budget_seconds=memory.similar_time_budget_seconds,
+        )
 
     @staticmethod
     def _implicated(step: StepState, changed: dict[str, list[int]]) -> list[str]:
