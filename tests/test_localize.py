@@ -144,3 +144,53 @@ def test_breaking_change_and_recent_history_come_from_last_green(
     assert "## The change that broke the job" in text
     assert "## Recent commits touching these files" in text
     assert "Simplify discount" in text
+
+
+FIX_REPLY = """STRATEGY: restore_addition
+RATIONALE: the last change turned the addition into a subtraction
+
+calc.py
+<<<<<<< SEARCH
+    return a - b
+=======
+    return a + b
+>>>>>>> REPLACE
+"""
+
+
+def test_the_model_sees_the_breaking_change_history_and_approach_end_to_end(
+    tmp_path: Path,
+) -> None:
+    """A real loop with the llm proposer against a loopback chat server: `last_green` is a tag
+    of the user's repository (a name the private repository does not have)."""
+    from chat_server import ChatServer, Reply
+
+    from tests.healjobs import BUGGY, FIX, heal_in_process, make_calc_repo, write_spec
+
+    repo = make_calc_repo(tmp_path)
+    (repo / "calc.py").write_text(FIX)
+    _git(repo, "commit", "-qam", "Add works")
+    _git(repo, "tag", "green")
+    (repo / "calc.py").write_text(BUGGY)
+    _git(repo, "commit", "-qam", "Refactor add")
+    with ChatServer([Reply(content=FIX_REPLY)]) as server:
+        spec = write_spec(
+            tmp_path / "job.toml",
+            repo,
+            proposer=f'[proposer]\nkind = "llm"\nbase_url = "{server.url}"\nmodel = "m"\n',
+        )
+        spec.write_text(
+            spec.read_text().replace('base = "main"', 'base = "main"\nlast_green = "green"')
+        )
+        result = heal_in_process(tmp_path, spec)
+    assert result.exit_code == 0
+    sent = server.requests[0].user_message
+    assert "## The change that broke the job" in sent
+    assert "-    return a + b" in sent
+    assert "+    return a - b" in sent
+    assert "## Recent commits touching these files" in sent
+    assert "Refactor add (calc.py)" in sent
+    assert "Approach for this attempt: `simplify_approach`" in sent
+    assert "def mul(a, b):" in sent  # calc.py, the source under test, in full
+    (attempt,) = [a for s in result.report.steps for a in s.attempts]
+    assert attempt.approach == "simplify_approach"

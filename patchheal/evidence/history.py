@@ -49,14 +49,33 @@ def changed_lines(diff: str) -> dict[str, list[int]]:
     return out
 
 
-def breaking_change(worktree: Path, last_green: str | None) -> BreakingChange:
-    """The diff from `last_green` to the worktree's HEAD, at most `MAX_DIFF_CHARS`."""
+def _commit_of(ref: str, repo: Path) -> str | None:
+    result = proc.git(
+        "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}",
+        cwd=repo, check=False, timeout=_GIT_TIMEOUT,
+    )  # fmt: skip
+    return result.output.strip() if result.exit_code == 0 and result.output.strip() else None
+
+
+def breaking_change(
+    worktree: Path, last_green: str | None, *, user_repo: Path | None = None
+) -> BreakingChange:
+    """The diff from `last_green` to the worktree's HEAD, at most `MAX_DIFF_CHARS`.
+
+    The worktree comes from a private repository that holds the base's history but none of
+    the user's branch or tag names, so a name is resolved to its commit in `user_repo`.
+    """
     if not last_green:
         return BreakingChange(note="no last_green ref in the job spec")
     if not _REF.match(last_green) or last_green.startswith("-"):
         return BreakingChange(note=f"last_green {last_green!r} is not a git ref")
+    commit = _commit_of(last_green, worktree)
+    if commit is None and user_repo is not None and user_repo.is_dir():
+        commit = _commit_of(last_green, user_repo)
+    if commit is None:
+        return BreakingChange(note=f"last_green {last_green} is not in this checkout")
     result = proc.git(
-        "diff", "--no-color", "--no-ext-diff", "-U3", f"{last_green}..HEAD", "--",
+        "diff", "--no-color", "--no-ext-diff", "-U3", f"{commit}..HEAD", "--",
         cwd=worktree, check=False, timeout=_GIT_TIMEOUT,
     )  # fmt: skip
     if result.exit_code != 0:

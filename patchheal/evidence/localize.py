@@ -42,6 +42,7 @@ _CHANGED = 5.0
 _USED = 3.0
 _MESSAGE = 2.0
 _HOP = 1.0
+_NAMESAKE = 6.0  # a file-level bonus, as strong as an explicit import
 _MAX_HOMONYMS = 12
 _MAX_FILES_INDEXED = 1500
 _MAX_DEF_LINES = 150
@@ -94,6 +95,15 @@ def _source_files(
     first += [f for f in extra if f in by_suffix.get(f, [])]
     rest = [f for f in sources if f not in set(first)]
     return list(dict.fromkeys(first + rest))[:_MAX_FILES_INDEXED]
+
+
+def _named_after_tests(usages: Sequence[TestUsage], sources: Sequence[str]) -> list[str]:
+    """Sources a test file is named after (pytest's convention: tests/test_x.py tests x.py)."""
+    stems = set()
+    for usage in usages:
+        stem = PurePosixPath(usage.file).stem
+        stems.add(stem.removeprefix("test_").removesuffix("_test").removesuffix("_tests"))
+    return [f for f in sources if PurePosixPath(f).stem in stems]
 
 
 def _containing(defs: Sequence[Definition], line: int) -> Definition | None:
@@ -244,6 +254,8 @@ def localize(
     file_scores: dict[str, float] = defaultdict(float)
     for d, score in scorer.scores.items():
         file_scores[d.file] += score
+    for file in _named_after_tests(usages, list(by_file)):
+        file_scores[file] += _NAMESAKE
     result.ranked_files = sorted(file_scores.items(), key=lambda kv: -kv[1])
     cache: dict[str, list[str]] = {}
     units: list[Span] = []

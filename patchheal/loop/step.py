@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from patchheal.errors import ProposerError, StepTimeout, TransientProposerError
 from patchheal.evidence.build import build_context
@@ -273,7 +274,9 @@ class StepHealer:
             self.classification.failure_class, failed, bucket_exhausted=escalate
         )
         propose_tree = runner.workspace.worktree("propose", at=step.start_commit)
-        change = breaking_change(propose_tree, runner.job.job.last_green)
+        change = breaking_change(
+            propose_tree, runner.job.job.last_green, user_repo=Path(runner.job.job.repo)
+        )
         context = build_context(
             job=runner.job,
             step_index=step.index,
