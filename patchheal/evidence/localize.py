@@ -155,7 +155,7 @@ class _Scorer:
 
     def hop(self, top: int = 8) -> None:
         """Definitions the best ones refer to: the code the test exercises indirectly."""
-        best = sorted(self.scores.items(), key=lambda kv: -kv[1])[:top]
+        best = sorted(self.scores.items(), key=lambda kv: (-kv[1], kv[0].file, kv[0].start))[:top]
         for d, _score in best:
             for name in d.refers_to:
                 if len(self.by_name.get(name, [])) <= 6:
@@ -194,7 +194,8 @@ def _pack(
     """The highest-scoring spans that fit `budget` tokens, nothing shown twice."""
     chosen: list[Span] = []
     left = budget
-    for unit in sorted(units, key=lambda s: -s.score):
+    # Ties are broken by place, so the same tree gives the same context on every run.
+    for unit in sorted(units, key=lambda s: (-s.score, s.file, s.start, -s.end)):
         covered = any(
             c.file == unit.file and c.start <= unit.start and unit.end <= c.end for c in chosen
         )
@@ -256,7 +257,7 @@ def localize(
         file_scores[d.file] += score
     for file in _named_after_tests(usages, list(by_file)):
         file_scores[file] += _NAMESAKE
-    result.ranked_files = sorted(file_scores.items(), key=lambda kv: -kv[1])
+    result.ranked_files = sorted(file_scores.items(), key=lambda kv: (-kv[1], kv[0]))
     cache: dict[str, list[str]] = {}
     units: list[Span] = []
     for rank, (file, score) in enumerate(result.ranked_files[:15]):
