@@ -31,6 +31,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "fingerprint",
         "Fingerprint and classify a failure log.",
     ),
+    "similar": (
+        "patchheal.commands.similar",
+        "similar",
+        "Fixes and failed approaches for failures like the one in a log.",
+    ),
     "attempts": ("patchheal.commands.inspect", "attempts", "List recorded attempts."),
     "show": ("patchheal.commands.inspect", "show", "Show one attempt: candidate, outcome, log."),
     "worktree": ("patchheal.commands.worktree", "worktree", "List, open and remove worktrees."),

@@ -154,6 +154,32 @@ class BudgetSpec(_Spec):
     verify_runs: int = Field(
         2, ge=1, le=10, description="runs of the failing step per candidate; every one must pass"
     )
+    bucket_limit: int = Field(
+        2,
+        ge=1,
+        le=1000,
+        description="failures of one bucket (strategy + touched files + fingerprint) after "
+        "which its next candidate is not verified and the approach escalates",
+    )
+
+
+class MemorySpec(_Spec):
+    """The `[memory]` table: how much the similar-failure search may show and spend."""
+
+    similar_fixes: int = Field(3, ge=0, le=100, description="fixes of similar failures shown")
+    similar_failed: int = Field(
+        3, ge=0, le=100, description="failed approaches of similar failures shown"
+    )
+    similar_threshold: float = Field(0.6, ge=0, le=1, description="least similarity to count")
+    similar_scan: int = Field(
+        500, ge=1, le=100_000, description="recent fingerprints compared at most"
+    )
+    similar_time_budget_seconds: float = Field(
+        2.0,
+        gt=0,
+        le=600,
+        description="time the search may take; past it, results are marked degraded",
+    )
 
 
 class PolicySpec(_Spec):
@@ -189,6 +215,7 @@ class JobSpec(_Spec):
     proposers: tuple[ProposerConfig, ...] = ()
     budget: BudgetSpec = BudgetSpec()
     policy: PolicySpec = PolicySpec()
+    memory: MemorySpec = MemorySpec()
 
     @model_validator(mode="after")
     def _one_proposer_form(self) -> JobSpec:
@@ -356,6 +383,7 @@ __all__ = [
     "DEFAULT_PROTECTED_PATHS",
     "BudgetSpec",
     "JobSpec",
+    "MemorySpec",
     "PatchfilesConfig",
     "PolicySpec",
     "StepSpec",

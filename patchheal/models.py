@@ -191,6 +191,8 @@ class Candidate(_Model):
     proposer: str = ""
     label: str = Field("", description="human name, e.g. the patch file name")
     tokens_used: int = 0
+    approach: str = Field("", description="the approach the loop asked for (loop/approach.py)")
+    memory_degraded: str = Field("", description="why the memory search was incomplete, if any")
 
 
 class TestCounts(_Model):
@@ -239,6 +241,10 @@ class AttemptRecord(_Model):
     started_at: float = 0.0
     duration_seconds: float = 0.0
     attempt_class: str = ""
+    approach: str = Field("", description="the approach the loop asked for this attempt")
+    memory_degraded: str = Field(
+        "", description="why the similar-failure search was incomplete (degraded), if it was"
+    )
 
 
 class PriorAttempt(_Model):
@@ -272,6 +278,8 @@ class Hint(_Model):
     real_ci: str = Field(
         "", description="what real CI said of this fix when it was not fixed (`patchheal outcome`)"
     )
+    outcome: Outcome = Outcome.FIXED
+    reason: str = Field("", description="why it failed, for a failed approach")
 
 
 class RetryContext(_Model):
@@ -287,12 +295,18 @@ class RetryContext(_Model):
     failure_summary: str = ""
     failing_tests: tuple[str, ...] = ()
     excerpts: tuple[CodeExcerpt, ...] = ()
-    breaking_diff: str = ""
+    breaking_diff: str = Field("", description="`last_green..HEAD`, bounded: the change that broke")
+    history: str = Field("", description="recent commits touching the implicated files")
     file_map: tuple[str, ...] = ()
     constraints: tuple[str, ...] = ()
     prior_attempts: tuple[PriorAttempt, ...] = ()
     hints: tuple[Hint, ...] = ()
+    failed_elsewhere: tuple[Hint, ...] = Field(
+        (), description="approaches that failed for similar failures: do not repeat them"
+    )
+    memory_degraded: str = Field("", description="why the memory search is incomplete, if it is")
     escalation: Literal["first", "more_context", "different_approach", "widen"] = "first"
+    approach: str = Field("", description="the approach asked for (loop/approach.py), if any")
     exhausted_buckets: tuple[str, ...] = Field(
         (), description="strategy+files buckets that failed twice: do not propose these again"
     )

@@ -203,3 +203,44 @@ def test_every_class_has_a_runbook_with_commands() -> None:
         actions = runbook(failure_class)
         assert len(actions) >= 2
         assert any("`" in action for action in actions), failure_class
+
+
+def test_a_missing_test_tool_is_the_environment_not_the_code(make_repo) -> None:  # type: ignore[no-untyped-def]
+    """`python -m pytest` without pytest installed prints the name unquoted; it is never patched,
+    while a module of the project itself that cannot be imported stays a code bug."""
+    repo = make_repo({"billing/__init__.py": "", "billing/core.py": "x = 1\n"})
+    for log, expected in (
+        ("/usr/local/bin/python3: No module named pytest\n", FailureClass.ENV_MISMATCH),
+        ("ModuleNotFoundError: No module named 'pytest_cov'\n", FailureClass.ENV_MISMATCH),
+        ("/usr/bin/python3: No module named billing.cli\n", FailureClass.CODE_BUG),
+        ("ModuleNotFoundError: No module named 'billing.invoices'\n", FailureClass.CODE_BUG),
+    ):
+        got = classify(analyze(log, repo_root=str(repo)), log, repo_root=str(repo))
+        assert got.failure_class is expected, (log, got.evidence)
+    tool = classify(analyze("python: No module named pytest\n"), "python: No module named pytest")
+    assert tool.failure_class not in PATCHABLE_CLASSES
+    assert not tool.retryable
+
+
+def test_a_model_providers_rate_limit_is_infrastructure_not_a_code_bug() -> None:
+    """An OpenAI 429 raised inside a failing test is transient infrastructure (retry, no patch);
+    an ordinary assertion about the number 429 is still a code bug."""
+    log = (
+        "tests/test_summarize.py::test_summary FAILED\n"
+        "Traceback (most recent call last):\n"
+        '  File "/app/summarize.py", line 12, in summarize\n'
+        "    return client.chat.completions.create(model=MODEL, messages=msgs)\n"
+        "openai.RateLimitError: Error code: 429 - {'error': {'message': 'Rate limit reached "
+        "for gpt-4o in organization org-abc on tokens per min (TPM)', 'type': 'tokens', "
+        "'code': 'rate_limit_exceeded'}}\n"
+    )
+    got = classify(analyze(log), log)
+    assert got.failure_class is FailureClass.INFRA_ISSUE, got.evidence
+    assert got.retryable
+    assert got.failure_class not in PATCHABLE_CLASSES
+    plain = (
+        "Traceback (most recent call last):\n"
+        '  File "/app/codes.py", line 3, in status\n'
+        "AssertionError: assert 428 == 429\n"
+    )
+    assert classify(analyze(plain), plain).failure_class is FailureClass.CODE_BUG

@@ -103,6 +103,7 @@ def test_context_carries_code_around_frames_constraints_and_file_map(repo: Path)
         worktree=repo,
         prior=[],
         hints=[],
+        code_budget_tokens=0,  # the frame windows alone, without localization
     )
     assert ctx.escalation == "first"
     assert ctx.command == "pytest -q tests/test_calc.py"
@@ -132,6 +133,7 @@ def test_container_paths_map_to_repository_files(repo: Path) -> None:
         worktree=repo,
         prior=[],
         hints=[],
+        code_budget_tokens=0,  # the frame windows alone, without localization
     )
     assert [e.file for e in ctx.excerpts] == ["src/calc.py"]
     assert "def mean(values):" in ctx.excerpts[0].text  # no line: found by function name
@@ -151,6 +153,7 @@ def test_escalation_grows_the_evidence(repo: Path) -> None:
             worktree=repo,
             prior=prior,
             hints=[],
+            code_budget_tokens=0,
         )
         levels.append((ctx.escalation, sum(e.text.count("\n") + 1 for e in ctx.excerpts)))
     assert [lvl for lvl, _ in levels] == ["first", "more_context", "different_approach", "widen"]
@@ -164,6 +167,7 @@ def test_escalation_grows_the_evidence(repo: Path) -> None:
         worktree=repo,
         prior=[],
         hints=[],
+        code_budget_tokens=0,  # the frame windows alone, without localization
         widen=True,
     )
     assert widened.escalation == "widen"

@@ -238,3 +238,27 @@ def test_canonical_test_ids_agree_across_runners() -> None:
         canonical_test_id("tests/test_x.py::TestA::test_b[1-2]") == "tests.test_x.TestA.test_b[1-2]"
     )
     assert canonical_test_id("tests.test_x.TestA.test_b[1-2]") == "tests.test_x.TestA.test_b[1-2]"
+
+
+def test_digits_inside_quoted_values_and_generated_ids_do_not_split_a_bug() -> None:
+    """`KeyError: 'bob-93'` and `'bob-88'` from the same bug share a fingerprint (Sentry-style
+    parameterization); different keys, numbers that are the whole value and `int32`/`int64`
+    still tell bugs apart."""
+
+    def fp(message: str) -> str:
+        log = (
+            "Traceback (most recent call last):\n"
+            '  File "/app/users.py", line 7, in lookup\n'
+            "    return USERS[name]\n"
+            f"{message}\n"
+        )
+        return analyze(log).fingerprint
+
+    assert fp("KeyError: 'bob-93'") == fp("KeyError: 'bob-88'")
+    assert fp("KeyError: 'user_1234'") == fp("KeyError: 'user_77'")
+    assert fp("LookupError: no session job-4411 in pool") == fp(
+        "LookupError: no session job-19 in pool"
+    )
+    assert fp("KeyError: 'bob-93'") != fp("KeyError: 'alice'")
+    assert fp("KeyError: '93'") != fp("KeyError: '88'")
+    assert fp("TypeError: expected int32") != fp("TypeError: expected int64")

@@ -11,21 +11,29 @@ into compact markdown within a token budget.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path, PurePosixPath
 
 from patchheal import proc
 from patchheal.config import JobSpec
 from patchheal.errors import BadInput
+from patchheal.evidence.excerpts import (
+    frame_windows,
+    merge_spans,
+    read_excerpts,
+    repo_path,
+    test_targets,
+)
+from patchheal.evidence.history import changed_lines
+from patchheal.evidence.localize import localize
 from patchheal.evidence.render import render_context
+from patchheal.evidence.tokens import count_tokens
 from patchheal.models import (
     AttemptRecord,
     Classification,
     CodeExcerpt,
     Failure,
-    Frame,
     Hint,
     Outcome,
     PriorAttempt,
@@ -102,68 +110,6 @@ def tracked_files(worktree: Path) -> list[str]:
     return sorted(name for name in result.output.split("\0") if name)
 
 
-def _repo_path(name: str, worktree: Path, files: Sequence[str]) -> str | None:
-    """A frame's file as a worktree-relative path, if it is one of the repository's files."""
-    posix = name.replace("\\", "/")
-    if posix in files:
-        return posix
-    pure = PurePosixPath(posix)
-    if pure.is_absolute():
-        try:
-            rel = Path(posix).resolve().relative_to(worktree.resolve()).as_posix()
-        except ValueError:
-            rel = None
-        if rel in files:
-            return rel
-    # A path from another checkout or container (/app/src/x.py): the longest tracked suffix.
-    suffixes = [f for f in files if posix.endswith("/" + f)]
-    return max(suffixes, key=len) if suffixes else None
-
-
-def _def_line(lines: Sequence[str], function: str) -> int | None:
-    pattern = re.compile(rf"^\s*(?:async\s+)?(?:def|class)\s+{re.escape(function)}\b")
-    return next((i + 1 for i, line in enumerate(lines) if pattern.match(line)), None)
-
-
-def _test_targets(failing_tests: Sequence[str]) -> list[Frame]:
-    """`tests/t.py::Class::test_x[param]` → a frame at the test function."""
-    frames = []
-    for test_id in failing_tests:
-        file, sep, rest = test_id.partition("::")
-        if sep and rest:
-            function = rest.split("::")[-1].split("[")[0]
-            frames.append(Frame(file=file, function=function, line=None))
-    return frames
-
-
-def _excerpts(
-    frames: Sequence[Frame], worktree: Path, files: Sequence[str], radius: int, limit: int
-) -> list[tuple[str, int, int]]:
-    """(file, first line, last line) windows, innermost frame first, overlaps merged."""
-    windows: list[tuple[str, int, int]] = []
-    for frame in frames:
-        if len(windows) >= limit:
-            break
-        rel = _repo_path(frame.file, worktree, files)
-        if rel is None:
-            continue
-        try:
-            lines = (worktree / rel).read_text(encoding="utf-8").splitlines()
-        except (OSError, UnicodeDecodeError):
-            continue
-        line = frame.line or _def_line(lines, frame.function)
-        if line is None:
-            continue
-        start, end = max(1, line - radius), min(len(lines), line + radius)
-        for k, (f, s, e) in enumerate(windows):
-            if f == rel and s <= end + 1 and start <= e + 1:
-                windows[k] = (f, min(s, start), max(e, end))
-                break
-        else:
-            windows.append((rel, start, end))
-    return windows
-
-
 def _constraints(job: JobSpec) -> tuple[str, ...]:
     policy = job.policy
     protected = ", ".join((*policy.protected_paths, *policy.extra_protected_paths))
@@ -195,6 +141,40 @@ def _prioritized_map(files: Sequence[str], near: Sequence[str], cap: int) -> tup
     return tuple(sorted(chosen))
 
 
+def _localized(
+    ctx: RetryContext,
+    failure: Failure,
+    worktree: Path,
+    files: Sequence[str],
+    windows: list[tuple[str, int, int]],
+    code_budget_tokens: int,
+    clean: Callable[[str], str],
+) -> tuple[CodeExcerpt, ...]:
+    """The frame windows plus the code under test, packed into what the budget leaves."""
+    spans = list(windows)
+    base = count_tokens(render_context(ctx.model_copy(update={"file_map": ()}), max_tokens=10**9))
+    left = code_budget_tokens - base - 200  # headroom for the section headers and fences
+    if left > 200 and failure.failing_tests:
+        frames = [
+            (rel, f.line)
+            for f in failure.project_frames
+            if f.line and (rel := repo_path(f.file, worktree, files)) is not None
+        ]
+        found = localize(
+            worktree,
+            files,
+            failing_tests=failure.failing_tests,
+            frames=frames,
+            message=f"{failure.message}\n{failure.summary}",
+            changed=changed_lines(ctx.breaking_diff),
+            budget_tokens=left,
+        )
+        if found.test_span is not None:
+            spans.append((found.test_span.file, found.test_span.start, found.test_span.end))
+        spans += [(s.file, s.start, s.end) for s in found.spans]
+    return tuple(read_excerpts(merge_spans(spans), worktree, clean))
+
+
 def build_context(
     *,
     job: JobSpec,
@@ -205,12 +185,19 @@ def build_context(
     prior: Sequence[AttemptRecord],
     hints: Sequence[Hint],
     breaking_diff: str = "",
+    history: str = "",
     widen: bool = False,
+    approach: str = "",
+    failed_elsewhere: Sequence[Hint] = (),
+    memory_degraded: str = "",
+    code_budget_tokens: int = 8000,
 ) -> RetryContext:
     """The retry context for one attempt on `failure`; every string in it is scrubbed.
 
     `step_index` counts from 1, like step indices everywhere else (events, checkpoints,
-    attempt records).
+    attempt records). `code_budget_tokens` is the budget the context is meant to fit: the
+    code under test (see localize.py) fills what the other sections leave; 0 shows only
+    the code around frames.
     """
     if not 1 <= step_index <= len(job.steps):
         raise BadInput(f"job {job.job.id} has no step {step_index} (steps are 1-{len(job.steps)})")
@@ -223,15 +210,13 @@ def build_context(
     # and always when there is no frame at all.
     frames = list(reversed(failure.project_frames))
     if level in {"different_approach", "widen"} or not frames:
-        frames += _test_targets(failure.failing_tests)
-    windows = _excerpts(frames, worktree, files, _RADIUS[level], _FRAMES[level])
-    excerpts = []
-    for rel, start, end in windows:
-        lines = (worktree / rel).read_text(encoding="utf-8").splitlines()
-        end = min(end, start + _MAX_EXCERPT_LINES - 1)
-        excerpts.append(
-            CodeExcerpt(file=rel, start_line=start, text=clean("\n".join(lines[start - 1 : end])))
+        frames += test_targets(failure.failing_tests)
+    windows = [
+        (rel, start, min(end, start + _MAX_EXCERPT_LINES - 1))
+        for rel, start, end in frame_windows(
+            frames, worktree, files, _RADIUS[level], _FRAMES[level]
         )
+    ]
     priors = tuple(
         PriorAttempt(
             attempt_number=a.attempt_number,
@@ -250,8 +235,18 @@ def build_context(
         )
         for h in hints[:_MAX_HINTS]
     )
-    near = [w[0] for w in windows] + [f.file for f in _test_targets(failure.failing_tests)]
-    return RetryContext(
+    kept_failed = tuple(
+        h.model_copy(
+            update={
+                "diff": _clip(clean(h.diff), _MAX_HINT_CHARS),
+                "job_id": clean(h.job_id),
+                "reason": _clip(clean(" ".join(h.reason.split())), _MAX_REASON_CHARS),
+            }
+        )
+        for h in failed_elsewhere[:_MAX_HINTS]
+    )
+    near = [w[0] for w in windows] + [f.file for f in test_targets(failure.failing_tests)]
+    ctx = RetryContext(
         job_id=job.job.id,
         objective=clean(job.job.objective),
         step_name=step.name,
@@ -261,12 +256,20 @@ def build_context(
         error_type=clean(failure.error_type),
         failure_summary=_clip(clean(failure.summary or failure.message), _MAX_SUMMARY_CHARS),
         failing_tests=tuple(clean(t) for t in failure.failing_tests),
-        excerpts=tuple(excerpts),
+        excerpts=tuple(read_excerpts(windows, worktree, clean)),
         breaking_diff=_clip(clean(breaking_diff), _MAX_DIFF_CHARS),
+        history=clean(history),
         file_map=tuple(clean(f) for f in _prioritized_map(files, near, _FILE_MAP[level])),
         constraints=tuple(clean(c) for c in _constraints(job)),
         prior_attempts=priors,
         hints=kept_hints,
+        failed_elsewhere=kept_failed,
+        memory_degraded=clean(memory_degraded),
         escalation=level,
+        approach=approach,
         exhausted_buckets=tuple(clean(b) for b in exhausted_buckets(same)),
     )
+    if code_budget_tokens <= 0:
+        return ctx
+    excerpts = _localized(ctx, failure, worktree, files, windows, code_budget_tokens, clean)
+    return ctx.model_copy(update={"excerpts": excerpts})

@@ -3,7 +3,8 @@
 The failure and the avoid-list (earlier attempts, exhausted buckets) are
 never dropped. When the text is over budget, the least important sections
 shrink first and then go: the file map, then the memory hints, then the
-diff that broke the job, then the code excerpts. Only if the essentials alone
+recent history, then the diff that broke the job, then the code excerpts (the
+lowest ranked first). Only if the essentials alone
 are still over budget is the failure summary cut (its head and tail kept).
 """
 
@@ -22,6 +23,17 @@ _TASK = {
     "listed below: another strategy, or other files.",
     "widen": "Several attempts failed. Look wider: the failing tests, callers and related "
     "files are shown. Do not repeat any earlier strategy on the same files.",
+}
+
+
+_APPROACH = {
+    "simplify_approach": "Propose the simplest change that could work; the last one did not "
+    "apply, was refused or timed out.",
+    "break_into_smaller_steps": "The last patch broke other tests: change less, one thing at "
+    "a time.",
+    "gather_more_context": "Read the code shown (the code under test, the breaking change) "
+    "before editing; find the cause first.",
+    "try_alternative": "The earlier idea is exhausted: use another strategy or other files.",
 }
 
 
@@ -44,7 +56,12 @@ def _essentials(ctx: RetryContext, summary: str) -> str:
     ]
     if ctx.objective:
         out.append(f"Objective of the job: {ctx.objective}")
-    out += ["", "## Task", _TASK[ctx.escalation], "", "## Failure"]
+    out += ["", "## Task", _TASK[ctx.escalation]]
+    if ctx.approach:
+        out.append(
+            f"Approach for this attempt: `{ctx.approach}`. {_APPROACH.get(ctx.approach, '')}"
+        )
+    out += ["", "## Failure"]
     facts = [f"class `{ctx.failure_class.value}`", f"fingerprint `{ctx.fingerprint[:16]}`"]
     if ctx.error_type:
         facts.insert(0, f"error `{ctx.error_type}`")
@@ -64,6 +81,8 @@ def _essentials(ctx: RetryContext, summary: str) -> str:
                 f"| {p.attempt_number} | {p.strategy} | {files} | {p.diff_hash or '-'} "
                 f"| {p.outcome.value} | {why} |"
             )
+    if ctx.memory_degraded:
+        out += ["", f"(Memory search degraded: {ctx.memory_degraded}; hints may be incomplete.)"]
     if ctx.exhausted_buckets:
         out += ["", "Exhausted (failed twice; do not propose these again):"]
         out += [f"- {b}" for b in ctx.exhausted_buckets]
@@ -86,6 +105,10 @@ def _breaking(diff: str) -> str:
     return f"## The change that broke the job\n{_fence(diff, 'diff')}" if diff else ""
 
 
+def _history(text: str) -> str:
+    return f"## Recent commits touching these files\n{_fence(text, 'text')}" if text else ""
+
+
 def _hints(items: tuple[Hint, ...]) -> str:
     if not items:
         return ""
@@ -100,6 +123,19 @@ def _hints(items: tuple[Hint, ...]) -> str:
     return "\n".join(out)
 
 
+def _failed_elsewhere(items: tuple[Hint, ...]) -> str:
+    if not items:
+        return ""
+    out = ["## Approaches that failed for similar failures: do not repeat them"]
+    for h in items:
+        why = f": {h.reason}" if h.reason else ""
+        out += [
+            f"Strategy `{h.strategy}`, similarity {h.similarity:.2f}, {h.outcome.value}{why}",
+            _fence(h.diff, "diff"),
+        ]
+    return "\n".join(out)
+
+
 def _file_map(items: tuple[str, ...]) -> str:
     return "## Repository files\n" + "\n".join(items) if items else ""
 
@@ -107,6 +143,7 @@ def _file_map(items: tuple[str, ...]) -> str:
 def _shrinkers(ctx: RetryContext) -> list[tuple[str, int, Callable[[int], str]]]:
     """(name, size, render at size n): sections from least to most important."""
     diff_lines = ctx.breaking_diff.splitlines()
+    history = ctx.history.splitlines()
 
     def diff_at(n: int) -> str:
         text = "\n".join(diff_lines[:n])
@@ -115,6 +152,12 @@ def _shrinkers(ctx: RetryContext) -> list[tuple[str, int, Callable[[int], str]]]
     return [
         ("file map", len(ctx.file_map), lambda n: _file_map(ctx.file_map[:n])),
         ("hints", len(ctx.hints), lambda n: _hints(ctx.hints[:n])),
+        (
+            "failed approaches",
+            len(ctx.failed_elsewhere),
+            lambda n: _failed_elsewhere(ctx.failed_elsewhere[:n]),
+        ),
+        ("history", len(history), lambda n: _history("\n".join(history[:n]))),
         ("breaking diff", len(diff_lines), diff_at),
         ("code excerpts", len(ctx.excerpts), lambda n: _excerpts(ctx.excerpts[:n])),
     ]

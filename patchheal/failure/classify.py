@@ -142,7 +142,9 @@ RULES: tuple[Rule, ...] = (
         r"\b(?:HTTP Error|HTTPError|status(?: code)?|Server Error|responded with|returned)\b"
         r"[:= ]{0,3}(?:429|5\d\d)\b|\b5\d\d (?:Server Error|Internal Server Error|Bad Gateway"
         r"|Service Unavailable|Gateway Time-?out)|Too Many Requests"
-        r"|(?i:rate limit(?:ed| exceeded))",
+        r"|(?i:rate[ _]limit(?:ed|[ _]exceeded|[ _]reached))"
+        # A model provider's SDK (openai, anthropic): `RateLimitError: Error code: 429 - ...`.
+        r"|\bRateLimitError\b|\bError code: (?:429|5\d\d)\b|\bOverloadedError\b",
     ),
     _rule(
         "connection failure",
@@ -169,7 +171,15 @@ RULES: tuple[Rule, ...] = (
         strong=True,
     ),
 )
-_MISSING_MODULE = re.compile(r"No module named '(?P<py>[\w.]+)'|Cannot find module '(?P<js>[^']+)'")
+# `python -m pytest` without pytest says `No module named pytest`, unquoted.
+_MISSING_MODULE = re.compile(
+    r"No module named '?(?P<py>[\w.]+)'?|Cannot find module '(?P<js>[^']+)'"
+)
+# Test runners and their plugins: when one is missing the environment is wrong, not the code.
+_TEST_TOOLS = re.compile(
+    r"^(?:pytest|_pytest|pytest_\w+|xdist|pluggy|nose2?|tox|nox|coverage|hypothesis|mock"
+    r"|unittest2|jest|mocha|vitest|ts-node)$"
+)
 _EXIT_CODES: dict[int, tuple[FailureClass, bool, str]] = {
     137: (C.INFRA_ISSUE, False, "exit code 137: killed by SIGKILL (usually the OOM killer)"),
     143: (C.INFRA_ISSUE, True, "exit code 143: terminated by SIGTERM (cancelled or preempted)"),
@@ -234,6 +244,8 @@ def classify(
         line = normalize_message(scrub(missing.group(0)))
         if _module_in_project(name, failure, repo_root):
             return _make(C.CODE_BUG, True, [line, f"'{name}' belongs to the project"])
+        if _TEST_TOOLS.match(name.split(".")[0]):
+            return _make(C.ENV_MISMATCH, False, [line, f"'{name}' is a test tool, not installed"])
         return _make(C.DEPENDENCY_ISSUE, False, [line, f"'{name}' is not part of the project"])
     # A parsed exception in the project is its own best evidence: then only strong rules
     # (resources, resolver, runner) may overrule it from elsewhere in the log.

@@ -4,8 +4,10 @@ Two layers. `clean` undoes terminal and CI decoration (ANSI colours, carriage
 return redraws, per-line timestamps that CI runners prepend) so parsers see
 the program's own lines. `normalize_message` turns a message into a template:
 paths made repo-relative, temporary directories, timestamps, durations, hex
-addresses, UUIDs, PIDs, ports, seeds, memory sizes, long numbers and set/dict
-ordering replaced by stable placeholders. Both run only on the failure's
+addresses, UUIDs, PIDs, ports, seeds, memory sizes, long numbers, the digits
+inside quoted values and generated identifiers (`'bob-93'`, `user_42`, as
+Sentry's grouping parameterizes them) and set/dict ordering replaced by stable
+placeholders. Both run only on the failure's
 excerpt, never on a whole log.
 """
 
@@ -80,6 +82,13 @@ _SUBSTITUTIONS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"(\.\w{1,5}):\d+(?::\d+)?\b"), r"\1:<n>"),
     (re.compile(r"\b\d{7,}\b"), "<n>"),
 )
+# A quoted value without spaces (a key, a name, an id) whose digits vary with the data, not
+# the bug: `KeyError: 'bob-93'` and `'bob-88'` are one bug. Quoted prose keeps its numbers.
+_QUOTED_TOKEN = re.compile(r"(?<![\w\\])(['\"])([^\s'\"\\<>]{1,80})\1")
+# A generated identifier: letters, then a separator, then 2+ digits (`user_42`, `job-1234`).
+# Short or glued digits (`int64`, `sha256`, `py3`, `v2`) name different things and stay.
+_GENERATED_ID = re.compile(r"\b([A-Za-z][A-Za-z]*[_-])\d{2,}\b")
+_DIGITS = re.compile(r"\d{2,}")
 # A flat set or dict literal of atoms, whose order depends on PYTHONHASHSEED.
 _FLAT_COLLECTION = re.compile(r"\{((?:[^{}\[\]()\n]){1,2000})\}")
 _ATOM = r"(?:'[^'\\]*'|\"[^\"\\]*\"|-?\d+(?:\.\d+)?|None|True|False)"
@@ -139,9 +148,18 @@ def normalize_message(text: str, roots: Sequence[str] = ()) -> str:
     text = _PY_VERSION_DIR.sub("python3.X", text)
     for pattern, replacement in _SUBSTITUTIONS:
         text = pattern.sub(replacement, text)
+    text = _QUOTED_TOKEN.sub(_parameterize_quoted, text)
+    text = _GENERATED_ID.sub(r"\1<n>", text)
     if "{" in text:
         text = _FLAT_COLLECTION.sub(_sort_collection, text)
     return text.strip()
+
+
+def _parameterize_quoted(match: re.Match[str]) -> str:
+    quote, value = match.group(1), match.group(2)
+    if not _DIGITS.search(value) or not any(c.isalpha() for c in value):
+        return match.group(0)  # a bare number or a plain word says what the bug is
+    return f"{quote}{_DIGITS.sub('<n>', value)}{quote}"
 
 
 def _sort_collection(match: re.Match[str]) -> str:

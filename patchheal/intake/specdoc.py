@@ -13,7 +13,14 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from patchheal.config import BudgetSpec, JobSection, PolicySpec, RegressionSpec, StepSpec
+from patchheal.config import (
+    BudgetSpec,
+    JobSection,
+    MemorySpec,
+    PolicySpec,
+    RegressionSpec,
+    StepSpec,
+)
 from patchheal.intake import rawspec
 from patchheal.proposers.config import AgentConfig, LLMConfig, PatchfilesConfig, ScriptedConfig
 
@@ -82,6 +89,7 @@ SECTIONS: list[tuple[str, type[BaseModel]]] = [
     ("[regression]", RegressionSpec),
     ("[budget]", BudgetSpec),
     ("[policy]", PolicySpec),
+    ("[memory]", MemorySpec),
     ('[proposer] kind = "patchfiles"', PatchfilesConfig),
     ('[proposer] kind = "llm"', LLMConfig),
     ('[proposer] kind = "agent"', AgentConfig),

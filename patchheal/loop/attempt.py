@@ -135,6 +135,8 @@ class AttemptRunner:
             started_at=started,
             duration_seconds=time.time() - started,
             attempt_class=ATTEMPT_CLASS[outcome],
+            approach=candidate.approach,
+            memory_degraded=candidate.memory_degraded,
         )
         record = AttemptRecord.model_validate(self.scrubber.scrub_obj(record.model_dump()))
         self._write_attempt_dir(record, log)

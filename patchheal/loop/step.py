@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from patchheal.errors import (
     ProposerError,
@@ -13,9 +14,12 @@ from patchheal.errors import (
     TransientProposerError,
 )
 from patchheal.evidence.build import build_context
+from patchheal.evidence.history import breaking_change, recent_history
+from patchheal.loop.approach import choose_approach, exhausted_bucket
 from patchheal.loop.attempt import VERIFIED_OUTCOMES, AttemptRunner, StepState
 from patchheal.loop.controls import ControlReader, Directive
 from patchheal.loop.recall import StepMemory
+from patchheal.memory.hints import SimilarLimits
 from patchheal.models import AttemptRecord, Candidate, Classification, Outcome, StepEnd
 from patchheal.proposers.base import ProposalRequest, Proposer
 from patchheal.proposers.config import ProposerConfig
@@ -82,6 +86,8 @@ class _Tally:
     """Positions in the proposer chain that have no candidates left."""
     pending: list[Candidate] = field(default_factory=list)
     """Candidates released by other runs' verdicts, to try before asking a proposer."""
+    escalate: bool = False
+    """A bucket was exhausted: the next proposal widens and tries an alternative."""
 
 
 @dataclass
@@ -181,7 +187,7 @@ class StepHealer:
         assert picked is not None
         index, proposer = picked
         try:
-            candidate = self._propose(proposer, step)
+            candidate = self._propose(proposer, step, escalate=tally.escalate)
         except StepTimeout as exc:
             self._record_proposer_timeout(step, proposer, str(exc))
             tally.spent += 1
@@ -209,6 +215,17 @@ class StepHealer:
         self, candidate: Candidate, tally: _Tally, memory: StepMemory, step: StepState
     ) -> StepResult | None:
         tally.candidates += 1
+        exhausted = exhausted_bucket(
+            candidate,
+            step.failure.fingerprint,
+            self.runner.store.attempts(fingerprint=step.failure.fingerprint),
+            self.runner.job.budget.bucket_limit,
+        )
+        if exhausted is not None:
+            self._record_exhausted_bucket(candidate, step, exhausted)
+            tally.escalate = True
+            tally.no_progress += 1  # a proposer stuck in one bucket is going round in circles
+            return None
         record = self._attempt(candidate, step)
         memory.note(record, candidate)
         if record.outcome in VERIFIED_OUTCOMES:
@@ -250,19 +267,25 @@ class StepHealer:
             return None
         return eligible[-1]
 
-    def _propose(self, proposer: Proposer, step: StepState) -> Candidate | None:
+    def _propose(
+        self, proposer: Proposer, step: StepState, *, escalate: bool = False
+    ) -> Candidate | None:
         runner = self.runner
         store = runner.store
         prior = store.attempts(fingerprint=step.failure.fingerprint)
-        try:
-            hints = store.similar_fixes(
-                step.failure, limit=3, exclude_fingerprint=step.failure.fingerprint
-            )
-        except Exception as exc:  # memory hints are advisory: a failing read never blocks the loop
-            self.say(f"memory hints unavailable: {exc}")
-            hints = []
+        similar = store.similar(
+            step.failure, self._memory_limits(), exclude_fingerprint=step.failure.fingerprint
+        )
+        if similar.degraded:  # advisory memory: the loop goes on with what was found
+            self.say(f"memory search degraded: {similar.degrade_reason}")
         failed = [a for a in step.attempts if a.outcome is not Outcome.FIXED]
+        approach = choose_approach(
+            self.classification.failure_class, failed, bucket_exhausted=escalate
+        )
         propose_tree = runner.workspace.worktree("propose", at=step.start_commit)
+        change = breaking_change(
+            propose_tree, runner.job.job.last_green, user_repo=Path(runner.job.job.repo)
+        )
         context = build_context(
             job=runner.job,
             step_index=step.index,
@@ -270,8 +293,14 @@ class StepHealer:
             classification=self.classification,
             worktree=propose_tree,
             prior=prior,
-            hints=hints,
-            widen=len(failed) >= 3,
+            hints=similar.fixes,
+            failed_elsewhere=similar.failed,
+            memory_degraded=similar.degrade_reason,
+            breaking_diff=change.diff,
+            history=recent_history(propose_tree, self._implicated(step, change.changed)),
+            widen=len(failed) >= 3 or escalate,
+            approach=approach,
+            code_budget_tokens=self._context_tokens(),
         )
         self.budget.calls += 1
         allowance = (
@@ -285,9 +314,41 @@ class StepHealer:
                 token_allowance=allowance,
             )
         )
-        if candidate is not None:
-            self.budget.tokens += candidate.tokens_used
-        return candidate
+        if candidate is None:
+            return None
+        self.budget.tokens += candidate.tokens_used
+        return candidate.model_copy(
+            update={"approach": approach, "memory_degraded": similar.degrade_reason}
+        )
+
+    def _memory_limits(self) -> SimilarLimits:
+        memory = self.runner.job.memory
+        return SimilarLimits(
+            fixes=memory.similar_fixes,
+            failed=memory.similar_failed,
+            threshold=memory.similar_threshold,
+            scan=memory.similar_scan,
+            time_budget_seconds=memory.similar_time_budget_seconds,
+        )
+
+    @staticmethod
+    def _implicated(step: StepState, changed: dict[str, list[int]]) -> list[str]:
+        """Files whose history is worth showing: the failing tests', the frames', the changed."""
+        tests = [t.partition("::")[0] for t in step.failure.failing_tests]
+        frames = [f.file for f in step.failure.project_frames if not f.file.startswith("/")]
+        return list(dict.fromkeys([*frames, *tests, *changed]))[:20]
+
+    def _context_tokens(self) -> int:
+        """The largest context budget among the chain's proposers (8000 when none says)."""
+        budgets = [getattr(config, "context_tokens", 0) for config, _ in self.chain]
+        return max([b for b in budgets if isinstance(b, int) and b > 0] or [8000])
+
+    def _record_exhausted_bucket(self, candidate: Candidate, step: StepState, why: str) -> None:
+        record = self.runner.record_without_candidate(
+            candidate, step, self.next_number(), Outcome.REJECTED_REPEAT, why
+        )
+        step.attempts.append(record)
+        self.say(f"attempt {record.attempt_number}: {why}")
 
     def _record_proposer_timeout(
         self, step: StepState, proposer: Proposer, why: str

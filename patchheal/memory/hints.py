@@ -1,10 +1,18 @@
-"""Memory hints: fixes verified for other fingerprints whose failure looks like this one.
+"""Similar-failure memory: what fixed, and what failed, for failures that look like this one.
 
-Similarity comes from `patchheal.failure.analysis.similarity`; where that module is not
-available, there are no hints (memory never blocks the loop).
+The fingerprints with a verified attempt (fixed, or ran and failed) are scanned
+most recent first, at most `scan` of them, each compared with the failure by
+`patchheal.failure.analysis.similarity`. Above `threshold`, a fingerprint's
+latest fix becomes a hint and its failed attempts become approaches to avoid.
+The search is bounded and never blocks the loop: when its time budget runs out
+or the store cannot be read, what was found so far is returned with
+`degraded` set and `degrade_reason` saying why.
 """
 
 from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
 
 from sqlalchemy import func
 from sqlmodel import Session, col, select
@@ -13,30 +21,88 @@ from patchheal.memory.records import stored_failure
 from patchheal.memory.tables import AttemptRow, FailureRow, OutcomeRow
 from patchheal.models import Failure, Hint, Outcome
 
-# Compare against at most this many recently fixed fingerprints.
-_SCAN = 500
+_FAILED = (Outcome.NO_EFFECT.value, Outcome.REGRESSION.value)
+_FAILED_PER_FINGERPRINT = 2
 
 
-def similar_fixes(
-    session: Session, failure: Failure, *, limit: int, threshold: float, exclude: str | None
-) -> list[Hint]:
-    """The best `limit` fixes of other fingerprints with similarity >= `threshold`."""
+@dataclass(frozen=True)
+class SimilarLimits:
+    """How much the search may return and spend (the job spec's `[memory]` table)."""
+
+    fixes: int = 3
+    failed: int = 3
+    threshold: float = 0.6
+    scan: int = 500
+    time_budget_seconds: float = 2.0
+
+
+@dataclass
+class Similar:
+    """The search's answer: fixes, failed approaches, and whether it is complete."""
+
+    fixes: list[Hint] = field(default_factory=list)
+    failed: list[Hint] = field(default_factory=list)
+    scanned: int = 0
+    degraded: bool = False
+    degrade_reason: str = ""
+
+
+def _hint(session: Session, row: AttemptRow, score: float) -> Hint:
+    return Hint(
+        fingerprint=row.fingerprint,
+        similarity=round(score, 4),
+        strategy=row.strategy,
+        diff=row.diff,
+        job_id=row.job_id,
+        outcome=Outcome(row.outcome),
+        reason=row.reason,
+        real_ci=_real_ci(session, row) if row.outcome == Outcome.FIXED.value else "",
+    )
+
+
+def _real_ci(session: Session, fix: AttemptRow) -> str:
+    """What real CI said of a verified fix (`patchheal outcome`), when it was not fixed."""
+    said = session.execute(
+        select(col(OutcomeRow.outcome))
+        .where(
+            col(OutcomeRow.fingerprint) == fix.fingerprint,
+            col(OutcomeRow.normalized_diff_hash) == fix.normalized_diff_hash,
+            col(OutcomeRow.ci_status) != "pending",
+        )
+        .order_by(col(OutcomeRow.id).desc())
+        .limit(1)
+    ).scalar_one_or_none()
+    return "" if said in (None, Outcome.FIXED.value) else str(said)
+
+
+def similar_failures(
+    session: Session, failure: Failure, limits: SimilarLimits, *, exclude: str | None = None
+) -> Similar:
+    """Fixes and failed approaches of other fingerprints with similarity >= the threshold."""
     try:
         from patchheal.failure.analysis import similarity
-    except ImportError:
-        return []
+    except ImportError:  # a trimmed install without the analysis module: no memory, no block
+        return Similar(degraded=True, degrade_reason="failure similarity is not available")
+    started = time.monotonic()
+    found = Similar()
     excluded = {failure.fingerprint, exclude}
-    fixed = (
+    recent = (
         select(col(AttemptRow.fingerprint), func.max(col(AttemptRow.id)))
-        .where(col(AttemptRow.outcome) == Outcome.FIXED.value)
+        .where(col(AttemptRow.outcome).in_((Outcome.FIXED.value, *_FAILED)))
         .group_by(col(AttemptRow.fingerprint))
         .order_by(func.max(col(AttemptRow.id)).desc())
-        .limit(_SCAN)
+        .limit(limits.scan)
     )
-    scored: list[Hint] = []
-    for fingerprint, attempt_id in session.execute(fixed).all():
-        if fingerprint in excluded:
-            continue
+    candidates = [fp for fp, _ in session.execute(recent).all() if fp not in excluded]
+    for fingerprint in candidates:
+        if time.monotonic() - started > limits.time_budget_seconds:
+            found.degraded = True
+            found.degrade_reason = (
+                f"time budget of {limits.time_budget_seconds:g} s spent after "
+                f"{found.scanned} of {len(candidates)} similar-failure candidates"
+            )
+            break
+        found.scanned += 1
         seen = session.execute(
             select(FailureRow)
             .where(col(FailureRow.fingerprint) == fingerprint)
@@ -46,29 +112,31 @@ def similar_fixes(
         if seen is None:
             continue
         score = float(similarity(failure, stored_failure(seen).failure))
-        if score < threshold:
+        if score < limits.threshold:
             continue
-        fix = session.get(AttemptRow, attempt_id)
-        assert fix is not None
-        real_ci = session.execute(
-            select(col(OutcomeRow.outcome))
-            .where(
-                col(OutcomeRow.fingerprint) == fingerprint,
-                col(OutcomeRow.normalized_diff_hash) == fix.normalized_diff_hash,
-                col(OutcomeRow.ci_status) != "pending",
-            )
-            .order_by(col(OutcomeRow.id).desc())
-            .limit(1)
-        ).scalar_one_or_none()
-        scored.append(
-            Hint(
-                fingerprint=fingerprint,
-                similarity=round(score, 4),
-                strategy=fix.strategy,
-                diff=fix.diff,
-                job_id=fix.job_id,
-                real_ci="" if real_ci in (None, Outcome.FIXED.value) else str(real_ci),
-            )
-        )
-    scored.sort(key=lambda h: -h.similarity)
-    return scored[:limit]
+        rows = session.execute(
+            select(AttemptRow)
+            .where(col(AttemptRow.fingerprint) == fingerprint)
+            .where(col(AttemptRow.outcome).in_((Outcome.FIXED.value, *_FAILED)))
+            .order_by(col(AttemptRow.id).desc())
+        ).scalars()
+        fixed = False
+        failed = 0
+        for row in rows:
+            if row.outcome == Outcome.FIXED.value and not fixed:
+                found.fixes.append(_hint(session, row, score))
+                fixed = True
+            elif row.outcome in _FAILED and failed < _FAILED_PER_FINGERPRINT:
+                found.failed.append(_hint(session, row, score))
+                failed += 1
+    found.fixes = sorted(found.fixes, key=lambda h: -h.similarity)[: limits.fixes]
+    found.failed = sorted(found.failed, key=lambda h: -h.similarity)[: limits.failed]
+    return found
+
+
+def similar_fixes(
+    session: Session, failure: Failure, *, limit: int, threshold: float, exclude: str | None
+) -> list[Hint]:
+    """The best `limit` fixes of other fingerprints with similarity >= `threshold`."""
+    limits = SimilarLimits(fixes=limit, failed=0, threshold=threshold, time_budget_seconds=60.0)
+    return similar_failures(session, failure, limits, exclude=exclude).fixes

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import bindparam, select, update
 from sqlalchemy.exc import IntegrityError
@@ -33,6 +33,9 @@ from patchheal.memory.tables import AttemptRow, ClaimRow, ControlRow, FailureRow
 from patchheal.models import AttemptRecord, Classification, Failure, Hint, Outcome
 from patchheal.runs import DEFAULT_DB
 from patchheal.scrub.active import scrub
+
+if TYPE_CHECKING:
+    from patchheal.memory.hints import Similar, SimilarLimits
 
 __all__ = [
     "DEFAULT_DB",
@@ -286,6 +289,23 @@ class AttemptStore(LockMixin, ControlMixin, OutcomeMixin):
             return similar_fixes(
                 session, failure, limit=limit, threshold=threshold, exclude=exclude_fingerprint
             )
+
+    def similar(
+        self,
+        failure: Failure,
+        limits: SimilarLimits | None = None,
+        *,
+        exclude_fingerprint: str | None = None,
+    ) -> Similar:
+        """Fixes and failed approaches for similar failures; never raises (see hints.py)."""
+        from patchheal.memory.hints import Similar, SimilarLimits, similar_failures
+
+        limits = limits or SimilarLimits()
+        try:
+            with self._read() as session:
+                return similar_failures(session, failure, limits, exclude=exclude_fingerprint)
+        except Exception as exc:  # advisory memory: an unreadable store degrades, never blocks
+            return Similar(degraded=True, degrade_reason=f"memory unavailable: {exc}"[:300])
 
     # -- consistency ----------------------------------------------------------
 

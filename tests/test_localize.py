@@ -1,0 +1,196 @@
+"""Localization and history in the retry context: the code under test, the breaking change."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+from patchheal.config import JobSpec
+from patchheal.evidence.build import build_context, render_context
+from patchheal.evidence.history import breaking_change, changed_lines, recent_history
+from patchheal.evidence.localize import localize
+from patchheal.models import Classification, Failure, FailureClass
+
+CODE_BUG = Classification(failure_class=FailureClass.CODE_BUG, retryable=True)
+PRICING = (
+    '"""Prices."""\n\nTAX = 0.2\n\n\n'
+    "def net(gross):\n    return gross / (1 + TAX)\n\n\n"
+    "def discount(price, pct):\n    return price * pct / 100\n"  # the bug: should subtract
+)
+TEST = (
+    "from shop.pricing import discount\n\n\n"
+    "def test_discount():\n    assert discount(200, 10) == 180\n"
+)
+# A large module: only what the test reaches can be shown within a small budget.
+BIG = (
+    "".join(
+        f"def helper_{i}(x):\n"
+        + "".join(f"    x = x + {j}  # padding\n" for j in range(30))
+        + "    return x\n\n\n"
+        for i in range(60)
+    )
+    + "def apply_coupon(price, code):\n    return price  # ignores the code\n"
+)
+BIG_TEST = (
+    "import shop.big as big\n\n\n"
+    "def test_coupon():\n    assert big.apply_coupon(100, 'HALF') == 50\n"
+)
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
+
+
+def _job(repo: Path) -> JobSpec:
+    return JobSpec.model_validate(
+        {
+            "job": {"id": "ci-1", "repo": str(repo)},
+            "steps": [{"name": "unit", "command": "pytest -q"}],
+        }
+    )
+
+
+def _failure(test: str) -> Failure:
+    return Failure(
+        fingerprint="a" * 64,
+        error_type="AssertionError",
+        summary=f"FAILED {test} - AssertionError",
+        failing_tests=(test,),
+        source="pytest",
+    )
+
+
+def test_source_under_test_is_shown_in_full_when_the_traceback_names_only_the_test(
+    make_repo: Callable[[dict[str, str]], Path],
+) -> None:
+    repo = make_repo(
+        {
+            "shop/__init__.py": "",
+            "shop/pricing.py": PRICING,
+            "tests/test_pricing.py": TEST,
+            "shop/unrelated.py": "def other():\n    return 1\n",
+        }
+    )
+    test = "tests/test_pricing.py::test_discount"
+    ctx = build_context(
+        job=_job(repo),
+        step_index=1,
+        failure=_failure(test),
+        classification=CODE_BUG,
+        worktree=repo,
+        prior=[],
+        hints=[],
+    )
+    shown = {e.file: e for e in ctx.excerpts}
+    assert shown["shop/pricing.py"].start_line == 1
+    assert shown["shop/pricing.py"].text == PRICING.rstrip("\n")  # the whole file: exact SEARCH
+    assert "def test_discount" in shown["tests/test_pricing.py"].text
+    assert "shop/unrelated.py" not in shown
+    assert "def discount(price, pct):" in render_context(ctx, max_tokens=8000)
+
+
+def test_a_big_module_is_cut_to_what_the_test_reaches(
+    make_repo: Callable[[dict[str, str]], Path],
+) -> None:
+    repo = make_repo({"shop/__init__.py": "", "shop/big.py": BIG, "tests/test_big.py": BIG_TEST})
+    files = ["shop/__init__.py", "shop/big.py", "tests/test_big.py"]
+    found = localize(
+        repo, files, failing_tests=["tests/test_big.py::test_coupon"], budget_tokens=1500
+    )
+    assert found.ranked_files[0][0] == "shop/big.py"
+    lines = BIG.splitlines()
+    target = next(i + 1 for i, line in enumerate(lines) if "def apply_coupon" in line)
+    assert any(s.file == "shop/big.py" and s.start <= target <= s.end for s in found.spans)
+    assert not any(s.whole_file for s in found.spans)  # 60 padded helpers do not fit 1500 tokens
+
+
+def test_breaking_change_and_recent_history_come_from_last_green(
+    make_repo: Callable[[dict[str, str]], Path],
+) -> None:
+    repo = make_repo(
+        {
+            "shop/__init__.py": "",
+            "shop/pricing.py": PRICING.replace("price * pct / 100", "price - price * pct / 100"),
+            "tests/test_pricing.py": TEST,
+        }
+    )
+    _git(repo, "tag", "green")
+    (repo / "shop/pricing.py").write_text(PRICING)
+    _git(repo, "commit", "-qam", "Simplify discount")
+    change = breaking_change(repo, "green")
+    assert "-    return price - price * pct / 100" in change.diff
+    assert "+    return price * pct / 100" in change.diff
+    assert changed_lines(change.diff)["shop/pricing.py"]
+    assert change.changed == changed_lines(change.diff)
+    history = recent_history(repo, ["shop/pricing.py"])
+    assert history.splitlines()[0].endswith("Simplify discount (shop/pricing.py)")
+    assert breaking_change(repo, None).note == "no last_green ref in the job spec"
+    assert "not in this checkout" in breaking_change(repo, "no-such-ref").note
+    assert "not a git ref" in breaking_change(repo, "--output=/tmp/x").note
+    test = "tests/test_pricing.py::test_discount"
+    ctx = build_context(
+        job=_job(repo),
+        step_index=1,
+        failure=_failure(test),
+        classification=CODE_BUG,
+        worktree=repo,
+        prior=[],
+        hints=[],
+        breaking_diff=change.diff,
+        history=history,
+    )
+    text = render_context(ctx, max_tokens=8000)
+    assert "## The change that broke the job" in text
+    assert "## Recent commits touching these files" in text
+    assert "Simplify discount" in text
+
+
+FIX_REPLY = """STRATEGY: restore_addition
+RATIONALE: the last change turned the addition into a subtraction
+
+calc.py
+<<<<<<< SEARCH
+    return a - b
+=======
+    return a + b
+>>>>>>> REPLACE
+"""
+
+
+def test_the_model_sees_the_breaking_change_history_and_approach_end_to_end(
+    tmp_path: Path,
+) -> None:
+    """A real loop with the llm proposer against a loopback chat server: `last_green` is a tag
+    of the user's repository (a name the private repository does not have)."""
+    from chat_server import ChatServer, Reply
+
+    from tests.healjobs import BUGGY, FIX, heal_in_process, make_calc_repo, write_spec
+
+    repo = make_calc_repo(tmp_path)
+    (repo / "calc.py").write_text(FIX)
+    _git(repo, "commit", "-qam", "Add works")
+    _git(repo, "tag", "green")
+    (repo / "calc.py").write_text(BUGGY)
+    _git(repo, "commit", "-qam", "Refactor add")
+    with ChatServer([Reply(content=FIX_REPLY)]) as server:
+        spec = write_spec(
+            tmp_path / "job.toml",
+            repo,
+            proposer=f'[proposer]\nkind = "llm"\nbase_url = "{server.url}"\nmodel = "m"\n',
+        )
+        spec.write_text(
+            spec.read_text().replace('base = "main"', 'base = "main"\nlast_green = "green"')
+        )
+        result = heal_in_process(tmp_path, spec)
+    assert result.exit_code == 0
+    sent = server.requests[0].user_message
+    assert "## The change that broke the job" in sent
+    assert "-    return a + b" in sent
+    assert "+    return a - b" in sent
+    assert "## Recent commits touching these files" in sent
+    assert "Refactor add (calc.py)" in sent
+    assert "Approach for this attempt: `simplify_approach`" in sent
+    assert "def mul(a, b):" in sent  # calc.py, the source under test, in full
+    (attempt,) = [a for s in result.report.steps for a in s.attempts]
+    assert attempt.approach == "simplify_approach"
