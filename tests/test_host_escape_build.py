@@ -70,3 +70,39 @@ def test_a_dynamic_project_is_read_in_a_sandbox_not_built_on_the_host(
     assert {"iniconfig", "pluggy"} <= names, (names, said)
     assert "six" not in names
     assert any("sandbox" in line for line in said)
+
+
+def test_a_requirements_file_naming_the_project_does_not_build_it_on_the_host(
+    engine: Any,
+    python_def: HarnessDef,
+    python_image: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`pip install -r requirements.txt` whose file says `-e .[test]` (nested, even)."""
+    monkeypatch.setenv("PATCHHEAL_CACHE_DIR", str(tmp_path / "cache"))
+    marker = tmp_path / "pwned"
+    project = hostile_project(tmp_path / "project", marker)
+    (project / "requirements").mkdir()
+    (project / "requirements" / "dev.txt").write_text("# the project, editable\n-e .[test]\n")
+    (project / "requirements.txt").write_text("-r requirements/dev.txt  # nested\n")
+    said: list[str] = []
+    house = wheelhouse.fill(
+        engine, python_def, python_image, project, ["pip install -r requirements.txt"], said.append
+    )
+    assert not marker.exists(), "the candidate's build backend ran on the host"
+    names = {p.name.split("-")[0].lower() for p in house.iterdir()}
+    assert {"iniconfig", "pluggy"} <= names, (names, said)
+
+
+def test_requirement_files_are_expanded_and_kept_inside_the_worktree(tmp_path: Path) -> None:
+    (tmp_path / "req").mkdir()
+    (tmp_path / "req" / "base.txt").write_text("requests>=2  # pinned below\n-r more.txt\n")
+    (tmp_path / "req" / "more.txt").write_text("-e .\n\n# comment\nclick\n")
+    args = wheelhouse.expand_requirement_files(["-r", "req/base.txt", "rich"], tmp_path)
+    assert args == ["requests>=2", "-e", ".", "click", "rich"]
+    (tmp_path / "loop.txt").write_text("-r loop.txt\n")
+    with pytest.raises(wheelhouse.HarnessError, match="nested too deep"):
+        wheelhouse.expand_requirement_files(["-r", "loop.txt"], tmp_path)
+    with pytest.raises(wheelhouse.HarnessError, match="outside the worktree"):
+        wheelhouse.expand_requirement_files(["-r", "/etc/hostname"], tmp_path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -11,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import docker.errors
 import pytest
 from harness_support import engine, python_def, python_image
 
@@ -58,4 +60,46 @@ def test_a_killed_runs_step_container_stops_within_its_timeout(
         for container in engine.containers.list(
             all=True, filters={"label": f"{containers.LABEL_JOB}={job_id}"}
         ):
-            container.remove(force=True)
+            with contextlib.suppress(docker.errors.APIError):  # gone meanwhile (gc, a race)
+                container.remove(force=True)
+
+
+def test_a_killed_runs_setup_container_goes_with_it(
+    engine: Any, python_image: str, tmp_path: Path
+) -> None:
+    """The setup container lives only while its run holds its stdin (not the 1800 s timeout)."""
+    job_id = f"orphan-setup-{os.getpid()}"
+    tree = tmp_path / "wt"
+    tree.mkdir()
+    (tree / "pyproject.toml").write_text('[project]\nname = "x"\nversion = "0"\n')
+    script = textwrap.dedent(f"""
+        from pathlib import Path
+        from patchheal.harness.definitions import load_harness
+        from patchheal.harness.docker import DockerHarness
+        harness = DockerHarness(load_harness("python"), job_id={job_id!r},
+                                setup=["echo setting-up-{job_id}; sleep 600"])
+        harness.prepare(Path({str(tree)!r}))
+    """)
+    run = subprocess.Popen([sys.executable, "-c", script])
+    flt = {"label": f"{containers.LABEL_JOB}={job_id}", "status": "running"}
+    try:
+        deadline = time.monotonic() + 300
+        while not engine.containers.list(filters=flt):
+            assert run.poll() is None, "the run ended before its setup started"
+            assert time.monotonic() < deadline, "the setup never started"
+            time.sleep(0.2)
+        time.sleep(2)  # inside the setup command by now
+        os.kill(run.pid, signal.SIGKILL)
+        run.wait()
+        killed = time.monotonic()
+        while engine.containers.list(filters=flt) and time.monotonic() - killed < 60:
+            time.sleep(0.5)
+        assert not engine.containers.list(filters=flt), "the setup container outlived its run"
+        assert time.monotonic() - killed < 30
+    finally:
+        run.kill()
+        for container in engine.containers.list(
+            all=True, filters={"label": f"{containers.LABEL_JOB}={job_id}"}
+        ):
+            with contextlib.suppress(docker.errors.APIError):  # gone meanwhile (gc, a race)
+                container.remove(force=True)

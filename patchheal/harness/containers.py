@@ -163,13 +163,22 @@ def teardown(container: Container, *, grace: int = 2) -> None:
 
 
 @contextlib.contextmanager
-def created(client: DockerClient, *, name: str, **create_kwargs: Any) -> Iterator[Container]:
-    """A created (not started) container, torn down on every path out."""
+def created(
+    client: DockerClient, *, name: str, stdin_once: bool = False, **create_kwargs: Any
+) -> Iterator[Container]:
+    """A created (not started) container, torn down on every path out.
+
+    With `stdin_once`, the container's stdin is open until the first client
+    attached to it goes (see `hold_stdin`): a main process that reads its
+    stdin ends with the process that holds it, however that process ends.
+    """
     import docker.errors
 
     remove_stale(client, name)
+    # detach=False with stdin_open is how the SDK sets StdinOnce (it has no keyword for it).
+    tied = {"detach": False, "stdin_open": True} if stdin_once else {"detach": True}
     try:
-        container = call(client.containers.create, name=name, detach=True, **create_kwargs)
+        container = call(client.containers.create, name=name, **tied, **create_kwargs)
     except docker.errors.ImageNotFound as exc:
         raise HarnessError(f"image missing for container {name}: {exc}") from None
     except docker.errors.APIError as exc:
@@ -178,6 +187,21 @@ def created(client: DockerClient, *, name: str, **create_kwargs: Any) -> Iterato
         yield container
     finally:
         teardown(container)
+
+
+def hold_stdin(container: Container) -> Any:
+    """Attach to a created container's stdin and keep the connection: the caller holds it
+    for as long as the container may live (its main process reads the stdin)."""
+    return container.attach_socket(params={"stdin": 1, "stream": 1})
+
+
+def release_stdin(connection: Any) -> None:
+    """Close a `hold_stdin` connection: the engine closes the container's stdin."""
+    raw = getattr(connection, "_sock", connection)  # the SDK's SocketIO wraps the socket
+    with contextlib.suppress(Exception):
+        raw.shutdown(socket.SHUT_RDWR)
+    with contextlib.suppress(Exception):
+        raw.close()
 
 
 def start(container: Container) -> None:

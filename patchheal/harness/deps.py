@@ -27,8 +27,15 @@ from patchheal.harness.images import Say
 
 if TYPE_CHECKING:
     from docker import DockerClient
+    from docker.models.containers import Container
 
 DEPS_REPOSITORY = "patchheal-deps"
+# The setup container's main process: it reads its stdin (closed by the engine when
+# the owning process goes) and, where coreutils' `timeout` exists, stops at the timeout.
+_KEEPER = (
+    "if command -v timeout >/dev/null; then exec timeout {seconds} cat >/dev/null; "
+    "else exec cat >/dev/null; fi"
+)
 WHEELHOUSE = "/opt/patchheal/wheelhouse"
 NPM_CACHE = "/opt/patchheal/npm-cache"
 DEPENDENCY_GLOBS = (
@@ -133,8 +140,11 @@ def _install(
     with containers.created(
         client,
         name=containers.container_name(job_id, purpose),
+        stdin_once=True,
         image=image,
-        command=["/bin/sh", "-c", f"sleep {int(timeout)}"],
+        # Lives while this process holds its stdin (so it dies with a killed run), and
+        # never past the setup timeout.
+        command=["/bin/sh", "-c", _KEEPER.format(seconds=int(timeout))],
         user="0:0",
         labels=labels,
         network_mode=defn.sandbox.setup_network,
@@ -143,36 +153,53 @@ def _install(
         init=True,
         **setup_limits(defn),
     ) as container:
-        containers.start(container)
+        stdin = containers.hold_stdin(container)
+        try:
+            containers.start(container)
+            _setup_in(container, defn, commands, env, user, tag, say)
+        finally:
+            containers.release_stdin(stdin)
 
-        def run(argv: list[str], what: str, as_user: str = user, cwd: str = "") -> None:
-            containers.exec_checked(
-                container,
-                argv,
-                user=as_user,
-                environment=env,
-                workdir=cwd or defn.sandbox.workdir,
-                what=what,
-                on_output=lambda chunk: say(chunk.decode("utf-8", "replace").rstrip()),
-            )
 
-        run(["sh", "-c", f"mkdir -p /opt/patchheal && chown {user} /opt/patchheal"], "prep", "0:0")
-        if defn.deps.kind == "pip":
-            run(["python3", "-m", "venv", "--system-site-packages", sandbox.VENV], "venv")
-        if defn.deps.kind == "npm":
-            _npm_install(run, defn.sandbox.workdir)
-        for command in commands:
-            say(f"setup: {command}")
-            run(["/bin/sh", "-c", command], f"dependency setup of harness {defn.name}")
-        say(f"committing {tag}")
-        repository, _, version = tag.partition(":")
-        changes = [
-            f"ENV PATH={sandbox.STEP_PATH}",
-            f"ENV VIRTUAL_ENV={sandbox.VENV}",
-            f"LABEL {containers.LABEL}=1",
-            f"WORKDIR {defn.sandbox.workdir}",
-        ]
-        containers.call(container.commit, repository=repository, tag=version, changes=changes)
+def _setup_in(
+    container: Container,
+    defn: HarnessDef,
+    commands: Sequence[str],
+    env: dict[str, str],
+    user: str,
+    tag: str,
+    say: Say,
+) -> None:
+    """Install the dependencies in the running setup container and commit it as `tag`."""
+
+    def run(argv: list[str], what: str, as_user: str = user, cwd: str = "") -> None:
+        containers.exec_checked(
+            container,
+            argv,
+            user=as_user,
+            environment=env,
+            workdir=cwd or defn.sandbox.workdir,
+            what=what,
+            on_output=lambda chunk: say(chunk.decode("utf-8", "replace").rstrip()),
+        )
+
+    run(["sh", "-c", f"mkdir -p /opt/patchheal && chown {user} /opt/patchheal"], "prep", "0:0")
+    if defn.deps.kind == "pip":
+        run(["python3", "-m", "venv", "--system-site-packages", sandbox.VENV], "venv")
+    if defn.deps.kind == "npm":
+        _npm_install(run, defn.sandbox.workdir)
+    for command in commands:
+        say(f"setup: {command}")
+        run(["/bin/sh", "-c", command], f"dependency setup of harness {defn.name}")
+    say(f"committing {tag}")
+    repository, _, version = tag.partition(":")
+    changes = [
+        f"ENV PATH={sandbox.STEP_PATH}",
+        f"ENV VIRTUAL_ENV={sandbox.VENV}",
+        f"LABEL {containers.LABEL}=1",
+        f"WORKDIR {defn.sandbox.workdir}",
+    ]
+    containers.call(container.commit, repository=repository, tag=version, changes=changes)
 
 
 def setup_limits(defn: HarnessDef) -> dict[str, object]:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import queue
-import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -116,7 +115,7 @@ class SandboxSession:
         try:
             # Attached before start, held open for the session's life: when this
             # process ends, the engine closes the keeper's stdin and the container stops.
-            self._socket = container.attach_socket(params={"stdin": 1, "stream": 1})
+            self._socket = containers.hold_stdin(container)
             containers.start(container)
             self._oom_kills = self._read_oom_kills()
         except BaseException:
@@ -175,13 +174,8 @@ class SandboxSession:
     def close(self) -> None:
         """Stop and remove the container; never raises."""
         if self._socket is not None:
-            # The SDK hands back a SocketIO over the connection; shut the connection itself
-            # down, so the engine closes the keeper's stdin: it exits, auto-remove follows.
-            raw = getattr(self._socket, "_sock", self._socket)
-            with contextlib.suppress(Exception):
-                raw.shutdown(socket.SHUT_RDWR)
-            with contextlib.suppress(Exception):
-                raw.close()
+            # The keeper's stdin closes: it exits, and auto-remove takes the container.
+            containers.release_stdin(self._socket)
             self._socket = None
         container, self._container = self._container, None
         if container is None:

@@ -90,6 +90,46 @@ def pip_install_args(commands: Sequence[str]) -> list[list[str]]:
     return found
 
 
+_MAX_REQUIREMENT_DEPTH = 8
+
+
+def expand_requirement_files(
+    args: Sequence[str], worktree: Path, *, base: Path | None = None, depth: int = 0
+) -> list[str]:
+    """`pip install` arguments with every `-r FILE` replaced by the file's own arguments.
+
+    A requirements file may name the project itself (`-e .`, `.`): left to
+    `pip download` on the host, that would run the project's build backend
+    there. Expanded, its local projects go the way of any other (static
+    requirements read as text, dynamic ones in a sandbox). A nested `-r` is
+    relative to the file that names it, as pip has it.
+    """
+    out: list[str] = []
+    items = list(args)
+    here = base or worktree
+    while items:
+        arg = items.pop(0)
+        if arg in ("-r", "--requirement") and items:
+            name = items.pop(0)
+        elif arg.startswith(("--requirement=", "-r")) and arg not in ("-r", "--requirement"):
+            name = arg.split("=", 1)[1] if arg.startswith("--") else arg[2:]
+        else:
+            out.append(arg)
+            continue
+        path = (here / name).resolve()
+        if depth >= _MAX_REQUIREMENT_DEPTH or not path.is_relative_to(worktree.resolve()):
+            raise HarnessError(f"requirements file {name}: outside the worktree or nested too deep")
+        if not path.is_file():
+            out += ["-r", str(path)]  # pip says what is missing
+            continue
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            line = re.sub(r"(^|\s)#.*$", "", line).strip()
+            if line:
+                tokens = shlex.split(line)
+                out += expand_requirement_files(tokens, worktree, base=path.parent, depth=depth + 1)
+    return out
+
+
 def download_args(args: Sequence[str], worktree: Path) -> list[str]:
     """`pip install` arguments → `pip download` arguments, local projects expanded."""
     out: list[str] = []
@@ -199,7 +239,7 @@ def fill(
     version = container_python(client, image)
     house = images.cache_dir() / "wheelhouse" / f"cp{version.replace('.', '')}"
     house.mkdir(parents=True, exist_ok=True)
-    installs = pip_install_args(commands)
+    installs = [expand_requirement_files(a, worktree) for a in pip_install_args(commands)]
     _download(house, version, [download_args(a, worktree) for a in installs], worktree, say)
     # Build requirements are in the wheelhouse now: the backend can run offline.
     for args in installs:
