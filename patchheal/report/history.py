@@ -97,6 +97,11 @@ def _iso(timestamp: float) -> str:
     return datetime.fromtimestamp(timestamp, UTC).isoformat().replace("+00:00", "Z")
 
 
+def _shown(timestamp: float) -> str:
+    """A run's start as a person reads it in the index: to the second, in UTC."""
+    return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
 def _entry(path: Path, job_id: str, run_id: str, latest: str | None) -> RunEntry | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -153,7 +158,7 @@ def list_runs(reports_dir: Path) -> list[RunEntry]:
 def write_index(reports_dir: Path, scrub: Scrub) -> Path:
     """reports/index.html, rendered from every kept run's report.json."""
     runs = list_runs(reports_dir)
-    text = environment().get_template("index.html.j2").render(runs=runs, iso=_iso)
+    text = environment().get_template("index.html.j2").render(runs=runs, iso=_shown)
     path = reports_dir / INDEX
     try:
         atomic_write(path, scrub(text))
