@@ -182,16 +182,7 @@ class ComposeHarness:
             done = containers.run_to_completion(
                 container, timeout=timeout, idle_timeout=idle_timeout, on_output=on_output
             )
-        return CommandResult(
-            command=command,
-            exit_code=done.exit_code,
-            output=done.output,
-            duration_seconds=done.duration,
-            timed_out=done.timed_out,
-            truncated=done.truncated,
-            oom_killed=done.oom_killed,
-            harness=self.name,
-        )
+        return done.result(command, harness=self.name, memory=defn.sandbox.memory)
 
     def _endpoint(self, network: str, alias: str) -> dict[str, Any]:
         config = self.client.api.create_endpoint_config(aliases=[alias])

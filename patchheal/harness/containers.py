@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from patchheal import proc
 from patchheal.errors import HarnessError, InfraUnavailable
+from patchheal.models import CommandResult, TestResults
 from patchheal.proc import DEFAULT_OUTPUT_CAP, _CappedBuffer
 from patchheal.retry import retrying
 
@@ -226,6 +227,25 @@ class Finished:
     timed_out: str | None
     oom_killed: bool
     duration: float
+
+    def result(
+        self, command: str, *, harness: str, memory: str, tests: TestResults | None = None
+    ) -> CommandResult:
+        """The harness's `CommandResult` of this run (one place for every container harness)."""
+        output = self.output
+        if self.oom_killed:
+            output += f"\n[patchheal: the step was OOM-killed at {memory}]\n"
+        return CommandResult(
+            command=command,
+            exit_code=self.exit_code,
+            output=output,
+            duration_seconds=self.duration,
+            timed_out=self.timed_out,
+            truncated=self.truncated,
+            oom_killed=self.oom_killed,
+            harness=harness,
+            tests=tests,
+        )
 
 
 def run_to_completion(

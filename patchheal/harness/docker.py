@@ -160,20 +160,7 @@ class DockerHarness:
             tests = channel.collect(worktree, results)
         finally:
             channel.close()
-        output = done.output
-        if done.oom_killed:
-            output += f"\n[patchheal: the step was OOM-killed at {self.defn.sandbox.memory}]\n"
-        return CommandResult(
-            command=command,
-            exit_code=done.exit_code,
-            output=output,
-            duration_seconds=done.duration,
-            timed_out=done.timed_out,
-            truncated=done.truncated,
-            oom_killed=done.oom_killed,
-            harness=self.name,
-            tests=tests,
-        )
+        return done.result(command, harness=self.name, memory=self.defn.sandbox.memory, tests=tests)
 
     def purpose(self, worktree: Path) -> str:
         """The purpose label (and name part) of `worktree`'s sandbox container."""
