@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from patchheal.config import load_spec, spec_to_toml
+from patchheal.config import load_spec
+from patchheal.intake.toml import spec_to_toml
 from patchheal.loop.approach import choose_approach
 from patchheal.loop.controller import HealLoop, HealOptions
 from patchheal.models import AttemptRecord, FailureClass, Outcome
