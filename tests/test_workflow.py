@@ -21,6 +21,7 @@ on: [push, pull_request]
 env:
   PIP_DISABLE_PIP_VERSION_CHECK: "1"
   APP_MODE: ci
+  PYPI_TOKEN: ${{ secrets.PYPI_TOKEN }}
 jobs:
   lint:
     runs-on: ubuntu-latest
@@ -123,10 +124,10 @@ def test_python_workflow_becomes_setup_step_env_and_harness(tmp_path: Path) -> N
     assert "APP_MODE=ci" in argv
     assert "DATABASE_URL=sqlite:///ci.db" in argv
     assert "MARKERS=fast" in argv
-    assert not any(a.startswith("API_TOKEN=") for a in argv)  # a secret is never a value
+    assert not any(a.startswith(("API_TOKEN=", "PYPI_TOKEN=")) for a in argv)  # never a value
     assert argv[-7:-1] == ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c"]
     assert argv[-1] == 'echo "mode $APP_MODE on 3.11"\npython -m pytest -q -m "not slow"'
-    assert derived.passthrough == ["API_TOKEN"]
+    assert derived.passthrough == ["API_TOKEN", "PYPI_TOKEN"]  # step and workflow level
     assert len(derived.setup) == 1
     assert "pip install -e .[test]" in derived.setup[0]
     assert derived.setup[0].startswith("cd backend && ")
@@ -216,7 +217,7 @@ def test_job_spec_workflow_key_derives_the_spec_and_prints_back_the_same(tmp_pat
     }
     spec = build_spec(data, source="(test)", base_dir=tmp_path)
     assert spec.job.harness == "python"
-    assert spec.job.env == ("API_TOKEN",)
+    assert spec.job.env == ("API_TOKEN", "PYPI_TOKEN")
     assert len(spec.steps) == 1
     assert spec.steps[0].name == "run-tests"
     assert spec.steps[0].log == log

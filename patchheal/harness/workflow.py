@@ -113,15 +113,15 @@ def derive(
         raise SpecError(f"job {job!r} calls the reusable workflow {body['uses']!r}; not supported")
     notes: list[str] = []
     chosen = _matrix_entry(body, matrix or {}, notes)
-    env = _env(data.get("env"), {"matrix": chosen}, {})
-    env = _env(body.get("env"), {"matrix": chosen}, env)
+    passthrough: list[str] = []
+    env = _env(data.get("env"), {"matrix": chosen}, {}, passthrough)
+    env = _env(body.get("env"), {"matrix": chosen}, env, passthrough)
     defaults = ((data.get("defaults") or {}).get("run") or {}) | (
         (body.get("defaults") or {}).get("run") or {}
     )
     raw_steps = body.get("steps")
     if not isinstance(raw_steps, list) or not raw_steps:
         raise SpecError(f"job {job!r} in {path} has no steps")
-    passthrough: list[str] = []
     harness, parsed = "generic", []
     for index, raw in enumerate(raw_steps, start=1):
         if not isinstance(raw, dict):
@@ -203,7 +203,7 @@ def _env(
     raw: Any,
     context: dict[str, dict[str, str]],
     inherited: dict[str, str],
-    passthrough: list[str] | None = None,
+    passthrough: list[str],
 ) -> dict[str, str]:
     if raw is None:
         return dict(inherited)
@@ -216,11 +216,10 @@ def _env(
         )
         if re.fullmatch(r"\$\{\{\s*secrets\.\w+\s*\}\}", text):
             # A secret stays on the host: passed through by the step's variable name.
-            if passthrough is not None:
-                passthrough.append(str(key))
+            passthrough.append(str(key))
             out.pop(str(key), None)
             continue
-        out[str(key)] = _expand(text, context, passthrough if passthrough is not None else [], [])
+        out[str(key)] = _expand(text, context, passthrough, [])
     return out
 
 
