@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from patchheal.errors import InfraUnavailable, SpecError
 from patchheal.harness import inference
 from patchheal.harness.config import HarnessDef
-from patchheal.harness.definitions import load_harness
+from patchheal.harness.definitions import list_harnesses, load_harness
 
 if TYPE_CHECKING:
     from patchheal.config import JobSpec
@@ -30,8 +30,6 @@ _REGISTRY: dict[str, str] = {
 
 def infer(repo: Path, base: str = "HEAD", last_green: str | None = None) -> tuple[str, str]:
     """The harness name a repository suggests at `base`, and the sentence saying why."""
-    from patchheal.harness.definitions import list_harnesses
-
     names = {d.name for d in list_harnesses(repo)}
     choice = inference.infer(repo, names.__contains__, base=base, last_green=last_green)
     return choice.harness, choice.reason
