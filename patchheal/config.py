@@ -62,11 +62,32 @@ class JobSection(_Spec):
     env: tuple[str, ...] = Field((), max_length=200, description="variables passed through by name")
     last_green: str | None = Field(None, description="last ref where the job passed, if known")
     objective: str = Field("", description="what the job is for, shown to proposers")
+    workflow: str | None = Field(
+        None,
+        description="CI workflow file (repo-relative, e.g. '.github/workflows/ci.yml'): "
+        "the harness, setup and the step are derived from its job `workflow_job`",
+    )
+    workflow_job: str | None = Field(None, description="the workflow's job (with `workflow`)")
+    workflow_step: str | None = Field(
+        None, description="the `run:` step to heal: its name or number (default: from the log)"
+    )
+    workflow_log: Path | None = Field(
+        None, description="the CI job's log: finds the failing step, and is its first evidence"
+    )
+    matrix: dict[str, str] = Field(
+        default_factory=dict, description="the workflow matrix entry (default: the first one)"
+    )
     pr_command: str | None = Field(
         None,
         description="opens a pull request for the verified branch when `heal --open-pr` asks: "
         "e.g. 'gh pr create --head {branch} --base {base} --body-file {report}'",
     )
+
+    @model_validator(mode="after")
+    def _workflow_needs_a_job(self) -> JobSection:
+        if (self.workflow is None) != (self.workflow_job is None):
+            raise ValueError("workflow and workflow_job go together: give both or neither")
+        return self
 
     @field_validator("id")
     @classmethod
@@ -312,10 +333,39 @@ def build_spec(
         raise SpecError(f"invalid job spec {source}: {exc}") from None
     if overrides:
         data = _deep_merge(data, overrides)
+    data = _with_workflow(data)
     try:
         return JobSpec.model_validate(data)
     except ValidationError as exc:
         raise SpecError(_format_errors(exc, source)) from None
+
+
+def _with_workflow(data: dict[str, Any]) -> dict[str, Any]:
+    """Fill harness, setup, passthrough and the step from `[job] workflow`, when it is set.
+
+    What the spec says itself wins: an explicit harness, its own [[steps]]; the
+    derived setup runs before the spec's own.
+    """
+    job = data.get("job")
+    if not isinstance(job, dict) or not job.get("workflow") or not job.get("workflow_job"):
+        return data
+    from patchheal.harness.workflow import derive_for_job
+
+    derived = derive_for_job(job)
+    job = dict(job)
+    if job.get("harness", "auto") == "auto":
+        job["harness"] = derived.harness
+    # Idempotent, so a printed spec (which carries the derived setup) loads to the same spec.
+    own = [c for c in job.get("setup", []) if c not in derived.setup]
+    job["setup"] = [*derived.setup, *own]
+    job["env"] = sorted({*derived.passthrough, *job.get("env", [])})
+    out = {**data, "job": job}
+    if not data.get("steps"):
+        step = dict(derived.spec_fragment()["steps"][0])
+        if job.get("workflow_log"):
+            step["log"] = job["workflow_log"]
+        out["steps"] = [step]
+    return out
 
 
 def load_spec(path: Path, overrides: dict[str, Any] | None = None) -> JobSpec:
@@ -351,6 +401,8 @@ def _resolve_paths(data: dict[str, Any], base_dir: Path) -> dict[str, Any]:
         job["repo"] = absolute(job["repo"], "job.repo")
     elif isinstance(job, dict):
         job["repo"] = str(base_dir)
+    if isinstance(job, dict) and "workflow_log" in job:
+        job["workflow_log"] = absolute(job["workflow_log"], "job.workflow_log")
     steps = data.get("steps")
     if isinstance(steps, list):
         resolved = []

@@ -134,6 +134,6 @@ def test_reachable_engine_gives_the_docker_harness(require_docker: None, tmp_pat
     harness, said = registry.create(job(tmp_path), tmp_path)
     try:
         assert harness.name == "docker:python"
-        assert said == "docker:python in Docker: found pyproject.toml → python"
+        assert said.startswith("docker:python in Docker: found pyproject.toml → python (")
     finally:
         harness.close()

@@ -1,8 +1,9 @@
-"""`patchheal demo`: heal the bundled example project end to end.
+"""`patchheal demo [--example python|dbt]`: heal a bundled example end to end.
 
-It materializes patchheal/examples/demo/project (package data, so it ships in
-the wheel) as a fresh git repository, writes its
-job spec, and runs exactly what `patchheal heal JOB.toml` runs.
+It materializes patchheal/examples/<folder>/project (package data, so it ships
+in the wheel) as a fresh git repository, writes its job spec, and runs exactly
+what `patchheal heal JOB.toml` runs. The python example's spec is below; the
+others ship theirs as examples/<folder>/job.toml.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
@@ -56,21 +58,40 @@ idle_timeout_seconds = 120
 """
 
 
-def example_dir() -> Path:
+@dataclass(frozen=True)
+class Example:
+    """A bundled example: its folder under examples/, the repository it becomes, its job."""
+
+    folder: str
+    repo_name: str
+    job_id: str
+    commit_message: str
+    default_harness: str
+
+
+EXAMPLES = {
+    "python": Example(
+        "demo", "pricing", DEMO_JOB_ID, "pricing: bulk discounts and shipping", "auto"
+    ),
+    "dbt": Example("dbt", "shop", "demo-dbt-shop", "shop: amounts in cents", "dbt"),
+}
+
+
+def example_dir(name: str = "python") -> Path:
     from patchheal.errors import BadInput
 
-    root = Path(__file__).resolve().parents[1] / "examples" / "demo"
+    root = Path(__file__).resolve().parents[1] / "examples" / EXAMPLES[name].folder
     if not (root / "project").is_dir():
         raise BadInput(f"the bundled example is missing at {root}; reinstall patchheal")
     return root
 
 
-def materialize(workdir: Path) -> tuple[Path, Path]:
-    """Create workdir/pricing as a fresh git repository; returns (repo, job file)."""
+def materialize(workdir: Path, name: str = "python") -> tuple[Path, Path]:
+    """Create workdir/<repo> as a fresh git repository; returns (repo, job file)."""
     from patchheal.proc import no_git_env
 
-    example = example_dir()
-    repo = workdir / "pricing"
+    example = example_dir(name)
+    repo = workdir / EXAMPLES[name].repo_name
     if repo.exists():
         shutil.rmtree(repo)
     shutil.copytree(
@@ -82,7 +103,7 @@ def materialize(workdir: Path) -> tuple[Path, Path]:
     for args in (
         ["init", "-q", "-b", "main"],
         ["add", "-A"],
-        ["commit", "-q", "-m", "pricing: bulk discounts and shipping"],
+        ["commit", "-q", "-m", EXAMPLES[name].commit_message],
     ):
         subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True)
     return repo, workdir / "job.toml"
@@ -95,35 +116,51 @@ def materialize(workdir: Path) -> tuple[Path, Path]:
     default=None,
     help="where the example repository is created [default: a temp directory]",
 )
-@click.option("--harness", default="auto", show_default=True, help="auto, local, or a harness name")
+@click.option(
+    "--example",
+    type=click.Choice(sorted(EXAMPLES)),
+    default="python",
+    show_default=True,
+    help="python: a pytest failure; dbt: a model and a data test on DuckDB",
+)
+@click.option(
+    "--harness",
+    default=None,
+    help="auto, local, or a harness name [default: auto for python, else the example's own]",
+)
 @state_options
 def demo(
     workdir: Path | None,
-    harness: str,
+    example: str,
+    harness: str | None,
     state: StateArgs,
 ) -> None:
-    """Heal the bundled failing example; prints the verified branch and the report."""
+    """Heal a bundled failing example; prints the verified branch and the report."""
     from patchheal.commands.heal import run_heal
     from patchheal.config import load_spec
     from patchheal.intake.toml import spec_to_toml
 
-    workdir = (workdir or Path(tempfile.gettempdir()) / "patchheal-demo").resolve()
+    chosen = EXAMPLES[example]
+    default_dir = "patchheal-demo" if example == "python" else f"patchheal-demo-{example}"
+    workdir = (workdir or Path(tempfile.gettempdir()) / default_dir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
-    repo, job_file = materialize(workdir)
+    repo, job_file = materialize(workdir, example)
+    own = example_dir(example) / "job.toml"
+    template = own.read_text(encoding="utf-8") if own.is_file() else JOB_TEMPLATE
     job_file.write_text(
-        JOB_TEMPLATE.format(
+        template.format(
             job_file=job_file,
-            job_id=DEMO_JOB_ID,
+            job_id=chosen.job_id,
             repo=repo,
-            harness=harness,
-            candidates=example_dir() / "candidates",
+            harness=harness or chosen.default_harness,
+            candidates=example_dir(example) / "candidates",
         ),
         encoding="utf-8",
     )
     from patchheal.commands.options import verbosity
 
     if not state.as_json and verbosity() >= 0:
-        click.echo(f"demo: example repository {repo} (a real bug, a failing pytest test)")
+        click.echo(f"demo: example repository {repo} ({example}: a real bug, a failing step)")
         click.echo(f"demo: job spec {job_file}")
     spec = load_spec(job_file)
     sys.exit(

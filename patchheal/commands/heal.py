@@ -86,6 +86,53 @@ def run_heal(
     return result.exit_code
 
 
+def _workflow_overrides(
+    overrides: dict[str, Any],
+    workflow: str | None,
+    workflow_job: str | None,
+    workflow_step: str | None,
+    matrix: tuple[str, ...],
+    ci_log: str | None,
+) -> dict[str, Any]:
+    """The `[job]` workflow keys the --from-workflow flags set."""
+    from patchheal.errors import BadInput
+
+    given = {
+        "workflow": workflow,
+        "workflow_job": workflow_job,
+        "workflow_step": workflow_step,
+        "workflow_log": None if ci_log is None else str(Path(ci_log).resolve()),
+    }
+    job: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
+    if matrix:
+        pairs = [m.partition("=") for m in matrix]
+        bad = [m for m, (k, sep, _) in zip(matrix, pairs, strict=True) if not sep or not k]
+        if bad:
+            raise BadInput(f"--matrix takes KEY=VALUE, got {bad[0]!r}")
+        job["matrix"] = {k.strip(): v.strip() for k, _, v in pairs}
+    if job and workflow is None:
+        raise BadInput("--job, --workflow-step, --matrix and --ci-log need --from-workflow")
+    if workflow is not None and workflow_job is None:
+        raise BadInput("--from-workflow needs --job NAME (the workflow's job to heal)")
+    if not job:
+        return overrides
+    return {**overrides, "job": {**overrides.get("job", {}), **job}}
+
+
+def _say_workflow(spec: Any) -> None:
+    """How the workflow became this spec: the healed step, what is not run and why."""
+    from patchheal.harness.workflow import derive_for_job
+
+    derived = derive_for_job(spec.job.model_dump(mode="json"))
+    click.echo(
+        f"workflow {spec.job.workflow} job {spec.job.workflow_job!r}: healing step "
+        f"{derived.step.index} {derived.step.name!r} in the {derived.harness} harness",
+        err=True,
+    )
+    for note in derived.notes:
+        click.echo(f"  {note}", err=True)
+
+
 @click.command()
 @click.argument("job_file", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--repo", help="repository (instead of a job file)")
@@ -101,6 +148,23 @@ def run_heal(
     help="once every step is verified, run the job's pr_command (never for an unverified patch)",
 )
 @click.option("--pr-command", default=None, help="overrides [job] pr_command")
+@click.option(
+    "--from-workflow",
+    "workflow",
+    default=None,
+    help="derive the job from a CI workflow (e.g. .github/workflows/ci.yml, repo-relative)",
+)
+@click.option("--job", "workflow_job", default=None, help="the workflow's job (--from-workflow)")
+@click.option("--workflow-step", default=None, help="the run: step to heal (name or number)")
+@click.option(
+    "--matrix", "matrix", multiple=True, help="KEY=VALUE: the workflow matrix entry (repeatable)"
+)
+@click.option(
+    "--ci-log",
+    default=None,
+    type=click.Path(exists=True, dir_okay=False),
+    help="the CI job's log: finds the failing workflow step; first evidence",
+)
 @click.option("--print-spec", is_flag=True, help="print the TOML spec and exit")
 @click.option("--resume", is_flag=True, help="continue from the last checkpoint")
 @click.option("--from-step", type=int, default=None, help="rebuild from checkpoints before step N")
@@ -124,6 +188,11 @@ def heal(
     job_id: str | None,
     open_pr: bool,
     pr_command: str | None,
+    workflow: str | None,
+    workflow_job: str | None,
+    workflow_step: str | None,
+    matrix: tuple[str, ...],
+    ci_log: str | None,
     print_spec: bool,
     resume: bool,
     from_step: int | None,
@@ -144,14 +213,20 @@ def heal(
         overrides.setdefault("job", {})["harness"] = harness
     if pr_command is not None:
         overrides.setdefault("job", {})["pr_command"] = pr_command
+    overrides = _workflow_overrides(
+        overrides, workflow, workflow_job, workflow_step, matrix, ci_log
+    )
+    if workflow is not None and job_file is None:
+        repo = repo or "."
     if job_file is not None:
         if repo or steps or proposer:
             raise BadInput("give either a job file or --repo/--step/--proposer, not both")
         spec = load_spec(job_file, overrides=overrides)
     else:
-        if not repo or not steps:
-            raise BadInput("give a job file, or --repo and at least one --step")
-        name = job_id or f"{Path(repo).resolve().name}-{base}".replace("/", "-")
+        if not repo or not (steps or workflow):
+            raise BadInput("give a job file, --repo and at least one --step, or --from-workflow")
+        default_name = f"{Path(repo).resolve().name}-{workflow_job or base}"
+        name = job_id or default_name.replace("/", "-")
         raw = spec_from_flags(
             job_id=name,
             repo=repo,
@@ -163,6 +238,8 @@ def heal(
         )
         spec = build_spec(raw, source="(command line)", base_dir=Path.cwd(), overrides=overrides)
     spec_toml = spec_to_toml(spec)
+    if spec.job.workflow is not None:
+        _say_workflow(spec)
     if print_spec:
         click.echo(spec_toml, nl=False)
         return

@@ -25,6 +25,7 @@ from patchheal.failure.parsers import (
     ParsedFailure,
     RawException,
     RawFrame,
+    dbt,
     generic,
     pytest,
     sections,
@@ -111,6 +112,8 @@ def from_text(
 
 def _best(text: str, command: str) -> ParsedFailure:
     candidates = []
+    if "dbt " in command or any(marker in text for marker in dbt.MARKERS):
+        candidates.append(dbt.parse(text))
     if "pytest" in command or any(marker in text for marker in pytest.MARKERS):
         candidates.append(pytest.parse(text))
     if any(marker in text for marker in unittest.MARKERS):

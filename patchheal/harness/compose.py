@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from patchheal.errors import HarnessError, ImageBuildError, SpecError
-from patchheal.harness import composefile, containers, images, sandbox
+from patchheal.harness import composefile, containers, images, sandbox, services
 from patchheal.harness.base import OutputSink
 from patchheal.harness.config import HarnessDef
 from patchheal.harness.docker import COLLECTORS_MOUNT, RESULTS_MOUNT, DockerHarness
@@ -57,6 +57,7 @@ class ComposeHarness:
         self.name = f"docker:{defn.name}"
         self._repo = repo
         self._say: Say = say or (lambda msg: log.info("%s", msg))
+        self._said: set[str] = set()  # service images whose mapping was already announced
         self.base = DockerHarness(
             load_harness(self.spec.base, repo),
             job_id=job_id,
@@ -100,10 +101,22 @@ class ComposeHarness:
             return self.base.image()
         if images.exists(self.client, service.image):
             return service.image
+        mapped = services.lookup(service.image, self.spec.images)
+        if mapped is not None:
+            from patchheal.harness.definitions import load_harness
+
+            if service.image not in self._said:
+                self._said.add(service.image)
+                self._say(f"service {service.name!r}: {mapped.note}")
+            return images.ensure_image(
+                self.client, load_harness(mapped.harness, self._repo), say=self._say
+            )
         raise ImageBuildError(
             f"service {service.name!r} needs image {service.image!r}, which is not in the "
-            "engine and no registry is reachable; `docker load` it, or use "
-            "`x-patchheal-harness: NAME` to run a patchheal harness image"
+            "engine, no registry is reachable and no offline recipe maps it "
+            f"(known: {', '.join(sorted(services.mapping(self.spec.images)))}); "
+            "`docker load` it, map it in [compose] images or $PATCHHEAL_SERVICE_IMAGES, "
+            "or use `x-patchheal-harness: NAME` to run a patchheal harness image"
         )
 
     def run(

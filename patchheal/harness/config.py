@@ -31,6 +31,11 @@ class ImageSpec(_Def):
     ref: str | None = Field(
         None, description="registry reference (e.g. 'python:3.11-slim'), pulled when reachable"
     )
+    harness: str | None = Field(
+        None,
+        description="another harness whose image is the base (its recipe is part of this "
+        "one's hash), instead of ref/packages: e.g. dbt on top of python",
+    )
     dockerfile: str | None = Field(
         None,
         description="Dockerfile beside harness.toml, built on top of the base "
@@ -116,6 +121,11 @@ class ComposeSpec(_Def):
     service: str = Field("step", description="the service the step runs in")
     base: str = Field("python", description="harness whose image and sandbox the step service uses")
     ready_timeout: float = Field(120.0, gt=0, description="seconds to wait for services")
+    images: dict[str, str] = Field(
+        default_factory=dict,
+        description="image name (or glob, e.g. 'bitnami/*') -> harness serving it offline when "
+        "the engine lacks it; adds to and overrides the defaults ('none' removes one)",
+    )
 
 
 class HarnessDef(_Def):
@@ -161,11 +171,15 @@ class HarnessDef(_Def):
         if self.kind == "docker" and self.compose is not None:
             raise ValueError("a [compose] table needs kind = 'compose'")
         if self.kind == "docker" and not (
-            self.image.ref or self.image.packages or self.image.dockerfile
+            self.image.ref or self.image.packages or self.image.dockerfile or self.image.harness
         ):
             raise ValueError(
-                "kind = 'docker' needs [image] ref, packages or dockerfile to build from"
+                "kind = 'docker' needs [image] ref, packages, harness or dockerfile to build from"
             )
+        if self.image.harness and (self.image.ref or self.image.packages):
+            raise ValueError("[image] harness replaces ref and packages: give one or the other")
+        if self.image.harness == self.name:
+            raise ValueError(f"[image] harness names this harness itself ({self.name!r})")
         if (
             self.image.dockerfile
             and self.path

@@ -65,18 +65,36 @@ def file_lock(name: str) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def recipe_hash(defn: HarnessDef) -> str:
+def recipe_hash(defn: HarnessDef, _chain: tuple[str, ...] = ()) -> str:
     """A hash of everything that builds the image."""
     digest = hashlib.sha256()
     recipe = defn.image.model_dump(mode="json")
     recipe["packages"] = sorted(defn.image.packages)
+    if recipe.get("harness") is None:
+        # Keys added later are left out while unset, so existing images keep their tags.
+        recipe.pop("harness", None)
     digest.update(json.dumps([BUILDER_VERSION, recipe], sort_keys=True).encode())
+    if defn.image.harness:
+        # A rebuilt base harness must give this one a new tag too.
+        if defn.name in _chain:
+            raise ImageBuildError(f"[image] harness loops: {' → '.join([*_chain, defn.name])}")
+        digest.update(recipe_hash(_base_harness(defn), (*_chain, defn.name)).encode())
     if defn.image.dockerfile and defn.path is not None:
         for path in sorted(p for p in defn.path.rglob("*") if p.is_file()):
             if path.name != "harness.toml":
                 digest.update(str(path.relative_to(defn.path)).encode() + b"\0")
                 digest.update(path.read_bytes())
     return digest.hexdigest()
+
+
+def _base_harness(defn: HarnessDef) -> HarnessDef:
+    from patchheal.harness.definitions import load_harness
+
+    assert defn.image.harness is not None
+    # Looked up from the folder the definition lives in, so a repository's own
+    # harnesses/ can base one harness on another.
+    repo = defn.path.parent.parent if defn.path is not None else None
+    return load_harness(defn.image.harness, repo)
 
 
 def image_tag(defn: HarnessDef) -> str:
@@ -179,6 +197,9 @@ def _base_image(
     client: DockerClient, defn: HarnessDef, scratch: str, say: Say, from_scratch: bool
 ) -> tuple[str, str]:
     spec = defn.image
+    if spec.harness:
+        base = ensure_image(client, _base_harness(defn), say=say)
+        return base, f"harness {spec.harness}"
     if spec.ref and not from_scratch and exists(client, spec.ref):
         return spec.ref, "local"
     if spec.ref and not from_scratch and spec.pull != "never" and _pull(client, spec, say):

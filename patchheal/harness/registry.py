@@ -12,16 +12,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from patchheal.errors import InfraUnavailable, SpecError
-from patchheal.harness.composefile import COMPOSE_FILES
+from patchheal.harness import inference
 from patchheal.harness.config import HarnessDef
-from patchheal.harness.definitions import load_harness
+from patchheal.harness.definitions import list_harnesses, load_harness
 
 if TYPE_CHECKING:
     from patchheal.config import JobSpec
     from patchheal.harness.base import Harness
     from patchheal.harness.images import Say
-
-_PYTHON_MARKERS = ("pyproject.toml", "setup.cfg", "setup.py", "requirements.txt")
 
 # A definition's `kind` -> the class that runs it. Each takes the same keywords (see build()).
 _REGISTRY: dict[str, str] = {
@@ -30,23 +28,11 @@ _REGISTRY: dict[str, str] = {
 }
 
 
-def infer(repo: Path) -> tuple[str, str]:
-    """The harness name a repository's files suggest, and the sentence saying why."""
-    for name in COMPOSE_FILES:
-        if (repo / name).is_file():
-            return "compose", f"found {name} → compose"
-    for name in _PYTHON_MARKERS:
-        if (repo / name).is_file():
-            return "python", f"found {name} → python"
-    requirements = sorted(repo.glob("requirements*.txt"))
-    if requirements:
-        return "python", f"found {requirements[0].name} → python"
-    if (repo / "package.json").is_file():
-        return "node", "found package.json → node"
-    return (
-        "generic",
-        "no pyproject, setup.cfg, requirements, package.json or compose file → generic",
-    )
+def infer(repo: Path, base: str = "HEAD", last_green: str | None = None) -> tuple[str, str]:
+    """The harness name a repository suggests at `base`, and the sentence saying why."""
+    names = {d.name for d in list_harnesses(repo)}
+    choice = inference.infer(repo, names.__contains__, base=base, last_green=last_green)
+    return choice.harness, choice.reason
 
 
 def resolve(job: JobSpec, repo: Path) -> tuple[HarnessDef | None, str]:
@@ -55,7 +41,7 @@ def resolve(job: JobSpec, repo: Path) -> tuple[HarnessDef | None, str]:
     if wanted == "local":
         return None, "the job names harness = 'local' (host process, no isolation)"
     if wanted == "auto":
-        name, why = infer(repo)
+        name, why = infer(repo, job.job.base, job.job.last_green)
         return load_harness(name, repo), why
     return load_harness(wanted, repo), f"the job names harness = {wanted!r}"
 

@@ -28,6 +28,7 @@ MARKERS: dict[bytes, tuple[int, int]] = {
     b"Traceback (most recent call last):": (256, 64 * 1024),
     b"= FAILURES =": (256, MAX_WINDOW),
     b"= ERRORS =": (256, MAX_WINDOW),
+    b"Completed with ": (256, 32 * 1024),  # dbt's summary of failing nodes
     b"short test summary info": (256, 64 * 1024),
     b"\nFAIL: ": (256, 32 * 1024),
     b"\nERROR: ": (256, 32 * 1024),

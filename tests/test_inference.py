@@ -1,0 +1,89 @@
+"""Harness inference: the repository at the base commit, and what the failing change touched."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from conftest import git
+
+from patchheal.harness import inference, registry
+
+
+def _commit(repo: Path, files: dict[str, str], message: str) -> str:
+    for rel, text in files.items():
+        path = repo / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", message)
+    return git(repo, "rev-parse", "HEAD").strip()
+
+
+def test_the_base_commit_decides_not_the_working_tree(make_repo: Any) -> None:
+    repo = make_repo({"pyproject.toml": "[project]\nname='x'\n"})
+    base = git(repo, "rev-parse", "HEAD").strip()
+    git(repo, "rm", "-q", "pyproject.toml")
+    _commit(repo, {"package.json": "{}"}, "later: node")
+    (repo / "compose.yaml").write_text("services: {}\n")  # uncommitted
+    name, why = registry.infer(repo, base)
+    assert name == "python"
+    assert f"found pyproject.toml → python (in {base} at {base[:12]})" == why
+    name, why = registry.infer(repo, "HEAD")
+    assert name == "node"
+    assert "found package.json → node" in why
+
+
+def test_files_the_failing_change_touched_speak_first(make_repo: Any) -> None:
+    repo = make_repo({"pyproject.toml": "", "airflow/dags/etl.py": "dag = 1\n"})
+    green = git(repo, "rev-parse", "HEAD").strip()
+    _commit(repo, {"compose.yaml": "services:\n  a: {image: redis:7}\n"}, "add services")
+    _commit(repo, {"README.md": "x\n"}, "docs")
+    name, why = registry.infer(repo, "HEAD", last_green=green)
+    assert name == "compose"
+    assert why == "the failing change touched compose.yaml → compose"
+    # Only HEAD's own commit when the last green commit is unknown: no compose change there.
+    name, why = registry.infer(repo, "HEAD")
+    assert name == "compose"
+    assert why.startswith("found compose.yaml → compose")
+
+
+def test_rules_for_pipelines_and_undefined_harnesses_are_skipped() -> None:
+    def every(_name: str) -> bool:
+        return True
+
+    files = ["pyproject.toml", "airflow/dags/etl.py", "transform/dbt_project.yml"]
+    assert inference.choose(files, [], every).harness == "airflow"
+    changed = ["transform/models/orders.sql"]
+    chosen = inference.choose(files, changed, every)
+    assert (chosen.harness, chosen.reason) == (
+        "dbt",
+        "the failing change touched transform/models/orders.sql → dbt",
+    )
+    assert inference.choose(files, changed, lambda n: n == "python").harness == "python"
+    # A root-level pattern does not match deeper: src/package.json is not a node project.
+    assert inference.choose(["src/package.json"], [], every).harness == "generic"
+
+
+def test_harness_explain_prints_the_choice_and_the_service_images(make_repo: Any) -> None:
+    repo = make_repo(
+        {
+            "pyproject.toml": "",
+            "compose.yaml": "services:\n  db:\n    image: postgres:16\n"
+            "  cache:\n    image: rabbitmq:3\n  step:\n    depends_on: [db]\n",
+        }
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "patchheal", "harness", "explain", "--repo", str(repo)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "harness: compose (compose) — the failing change touched compose.yaml" in done.stdout
+    assert "db: postgres:16 → offline harness postgres" in done.stdout
+    assert "cache: rabbitmq:3 → the engine only" in done.stdout
+    assert "step runs in: python" in done.stdout
