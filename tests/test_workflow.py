@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from patchheal.config import build_spec, load_spec
-from patchheal.intake.toml import spec_to_toml
 from patchheal.errors import SpecError
 from patchheal.harness import cilog, workflow
+from patchheal.intake.toml import spec_to_toml
 
 # A typical Python project's CI: matrix over versions, env at three levels,
 # a secret, a working directory, a coverage upload that cannot run offline.

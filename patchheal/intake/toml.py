@@ -57,6 +57,9 @@ def _toml_value(value: Any) -> str:
         return repr(value)
     if isinstance(value, list | tuple):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):  # an inline table, e.g. [job] matrix
+        pairs = (f"{_toml_value(k)} = {_toml_value(v)}" for k, v in value.items())
+        return "{ " + ", ".join(pairs) + " }"
     text = str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
     return f'"{text}"'
 
