@@ -1,11 +1,14 @@
 """Git workspaces of a job: a private repository, its worktrees, apply, commit, publish.
 
 Oracle integrity: every job gets a private bare repository holding the base
-commit and its ancestors only (fetched by sha, no branches, tags, remotes or
+commit alone, grafted at depth 1 (no ancestors, branches, tags, remotes or
 FETCH_HEAD), so a proposer in a worktree cannot read a later fix with
-`git log --all`. The user's repository is read once by `open()` and written
-only by `publish()`, which adds one branch and never touches the checked-out
-branch, the index or the working tree.
+`git log --all`; copying one commit also keeps setup cost independent of the
+history's length and works on shallow and partial clones (see `history.py`).
+The user's repository is read once by `open()` (in a partial clone, git may
+fetch missing blobs of the base into it, as a checkout would) and written only
+by `publish()`, which adds one branch and never touches the checked-out branch,
+the index or the working tree.
 
 Attempts reuse one worktree: `reset --hard` + `clean -ffdx` is far cheaper
 than a fresh `worktree add` (see benchmarks/bench_workspace.py), which is why
@@ -24,6 +27,7 @@ from pathlib import Path
 
 from patchheal import proc
 from patchheal.errors import BadInput, NotAGitRepository, PatchhealError, UnknownRef
+from patchheal.workspace.history import copy_base_commit
 from patchheal.workspace.patching import apply_patch, git_out, temp_index
 
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -145,15 +149,8 @@ class JobWorkspace:
         git_out("init", "--bare", "--quiet", str(staging), cwd=self.dir)
         for key, value in _PRIVATE_CONFIG.items():
             git_out("config", key, value, cwd=staging)
-        git_out(
-            "fetch",
-            "--no-tags",
-            "--no-write-fetch-head",
-            "--quiet",
-            str(self.repo),
-            f"+{self.base_commit}:refs/patchheal/base",
-            cwd=staging,
-        )
+        copy_base_commit(self.repo, self.base_commit, staging)
+        git_out("update-ref", "refs/patchheal/base", self.base_commit, cwd=staging)
         staging.rename(self.private)  # atomic: a crash never leaves a half-made repo.git
         self.cache_dir.mkdir(exist_ok=True)
 
