@@ -27,6 +27,7 @@ from pathlib import Path
 
 from patchheal import proc
 from patchheal.errors import BadInput, NotAGitRepository, PatchhealError, UnknownRef
+from patchheal.workspace.gitrepo import PrivateRefs
 from patchheal.workspace.history import copy_base_commit
 from patchheal.workspace.patching import apply_patch, git_out, temp_index
 
@@ -132,6 +133,7 @@ class JobWorkspace:
         self.worktrees_dir = self.dir / "wt"
         self.cache_dir = self.dir / "cache"
         self.base_commit = ""
+        self._refs: PrivateRefs | None = None
 
     # -- the private repository -------------------------------------------------
 
@@ -139,7 +141,7 @@ class JobWorkspace:
         """Check the user's repository and base, then create the private repository."""
         self.base_commit = self._resolve_user_base()
         if self.private.is_dir():
-            if _rev_parse("refs/patchheal/base", self.private) == self.base_commit:
+            if self._private_refs().commit("refs/patchheal/base") == self.base_commit:
                 return
             # Another base: start over, or objects of a later commit could linger.
             self.destroy()
@@ -179,10 +181,20 @@ class JobWorkspace:
         if not self.base_commit or not self.private.is_dir():
             raise PatchhealError(f"workspace of job {self.job_id} is not open: call open() first")
 
+    def _private_refs(self) -> PrivateRefs:
+        """GitPython on the private repository: ref lookups without a subprocess each."""
+        if self._refs is None:
+            self._refs = PrivateRefs(self.private)
+        return self._refs
+
+    def close(self) -> None:
+        """End the git processes this workspace keeps for lookups; reopened on demand."""
+        if self._refs is not None:
+            self._refs.close()
+            self._refs = None
+
     def _resolve_private(self, ref: str) -> str:
-        sha = git_out(
-            "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", cwd=self.private, check=False
-        )
+        sha = self._private_refs().commit(ref)
         if not sha:
             raise UnknownRef(f"{ref!r} is not a commit of job {self.job_id}'s workspace")
         return sha
@@ -264,6 +276,7 @@ class JobWorkspace:
         killed halfway through the deletion leaves something gc recognises as
         garbage, not a half-deleted workspace that looks like a kept one.
         """
+        self.close()
         if not self.dir.is_dir():
             return
         trash = self.dir.with_name(f"{TRASH_PREFIX}{self.dir.name}.{os.getpid()}")
