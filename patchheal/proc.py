@@ -24,7 +24,8 @@ DEFAULT_OUTPUT_CAP = 2 * 1024 * 1024
 _HEAD_BYTES = 64 * 1024
 _GIT_LEAKY_VARS = ("GIT_DIR", "GIT_INDEX_FILE", "GIT_WORK_TREE", "GIT_OBJECT_DIRECTORY",
                    "GIT_CONFIG", "GIT_CONFIG_PARAMETERS", "GIT_EXTERNAL_DIFF", "GIT_SSH",
-                   "GIT_SSH_COMMAND", "GIT_PAGER", "GIT_EDITOR", "GIT_ASKPASS")  # fmt: skip
+                   "GIT_SSH_COMMAND", "GIT_PAGER", "GIT_EDITOR", "GIT_ASKPASS", "GIT_COMMON_DIR",
+                   "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_NAMESPACE")  # fmt: skip
 # Host-side git reads repositories and worktrees a candidate's step may have
 # written to: nothing in them may make git run a program. These settings are
 # passed on git's command-line level (GIT_CONFIG_COUNT), which outranks every

@@ -279,6 +279,7 @@ class HealLoop:
     def _leave(self, workspace: JobWorkspace) -> list[Path]:
         """The worktrees kept for a person, or none: everything else is removed."""
         trees = workspace.list_worktrees()
+        workspace.close()  # its lookup processes end with the run, kept or not
         # Kept on request or for a person (takeover), and then no longer owned by a
         # process, so gc keeps it; otherwise nothing is left behind, even after an error.
         if self.keep or self.state.status is JobStatus.TAKEN_OVER:

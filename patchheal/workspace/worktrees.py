@@ -1,11 +1,14 @@
 """Git workspaces of a job: a private repository, its worktrees, apply, commit, publish.
 
 Oracle integrity: every job gets a private bare repository holding the base
-commit and its ancestors only (fetched by sha, no branches, tags, remotes or
+commit alone, grafted at depth 1 (no ancestors, branches, tags, remotes or
 FETCH_HEAD), so a proposer in a worktree cannot read a later fix with
-`git log --all`. The user's repository is read once by `open()` and written
-only by `publish()`, which adds one branch and never touches the checked-out
-branch, the index or the working tree.
+`git log --all`; copying one commit also keeps setup cost independent of the
+history's length and works on shallow and partial clones (see `history.py`).
+The user's repository is read once by `open()` (in a partial clone, git may
+fetch missing blobs of the base into it, as a checkout would) and written only
+by `publish()`, which adds one branch and never touches the checked-out branch,
+the index or the working tree.
 
 Attempts reuse one worktree: `reset --hard` + `clean -ffdx` is far cheaper
 than a fresh `worktree add` (see benchmarks/bench_workspace.py), which is why
@@ -24,6 +27,8 @@ from pathlib import Path
 
 from patchheal import proc
 from patchheal.errors import BadInput, NotAGitRepository, PatchhealError, UnknownRef
+from patchheal.workspace.gitrepo import PrivateRefs
+from patchheal.workspace.history import copy_base_commit
 from patchheal.workspace.patching import apply_patch, git_out, temp_index
 
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -128,6 +133,7 @@ class JobWorkspace:
         self.worktrees_dir = self.dir / "wt"
         self.cache_dir = self.dir / "cache"
         self.base_commit = ""
+        self._refs: PrivateRefs | None = None
 
     # -- the private repository -------------------------------------------------
 
@@ -135,7 +141,7 @@ class JobWorkspace:
         """Check the user's repository and base, then create the private repository."""
         self.base_commit = self._resolve_user_base()
         if self.private.is_dir():
-            if _rev_parse("refs/patchheal/base", self.private) == self.base_commit:
+            if self._private_refs().commit("refs/patchheal/base") == self.base_commit:
                 return
             # Another base: start over, or objects of a later commit could linger.
             self.destroy()
@@ -145,15 +151,8 @@ class JobWorkspace:
         git_out("init", "--bare", "--quiet", str(staging), cwd=self.dir)
         for key, value in _PRIVATE_CONFIG.items():
             git_out("config", key, value, cwd=staging)
-        git_out(
-            "fetch",
-            "--no-tags",
-            "--no-write-fetch-head",
-            "--quiet",
-            str(self.repo),
-            f"+{self.base_commit}:refs/patchheal/base",
-            cwd=staging,
-        )
+        copy_base_commit(self.repo, self.base_commit, staging)
+        git_out("update-ref", "refs/patchheal/base", self.base_commit, cwd=staging)
         staging.rename(self.private)  # atomic: a crash never leaves a half-made repo.git
         self.cache_dir.mkdir(exist_ok=True)
 
@@ -182,10 +181,20 @@ class JobWorkspace:
         if not self.base_commit or not self.private.is_dir():
             raise PatchhealError(f"workspace of job {self.job_id} is not open: call open() first")
 
+    def _private_refs(self) -> PrivateRefs:
+        """GitPython on the private repository: ref lookups without a subprocess each."""
+        if self._refs is None:
+            self._refs = PrivateRefs(self.private)
+        return self._refs
+
+    def close(self) -> None:
+        """End the git processes this workspace keeps for lookups; reopened on demand."""
+        if self._refs is not None:
+            self._refs.close()
+            self._refs = None
+
     def _resolve_private(self, ref: str) -> str:
-        sha = git_out(
-            "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", cwd=self.private, check=False
-        )
+        sha = self._private_refs().commit(ref)
         if not sha:
             raise UnknownRef(f"{ref!r} is not a commit of job {self.job_id}'s workspace")
         return sha
@@ -267,6 +276,7 @@ class JobWorkspace:
         killed halfway through the deletion leaves something gc recognises as
         garbage, not a half-deleted workspace that looks like a kept one.
         """
+        self.close()
         if not self.dir.is_dir():
             return
         trash = self.dir.with_name(f"{TRASH_PREFIX}{self.dir.name}.{os.getpid()}")
