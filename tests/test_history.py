@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from patchheal.config import load_spec, spec_to_toml
+from patchheal.config import load_spec
+from patchheal.intake.toml import spec_to_toml
 from patchheal.loop.controller import HealLoop, HealOptions, HealResult
 from patchheal.workspace.history import BaseNotCopyable
 from patchheal.workspace.worktrees import JobWorkspace
