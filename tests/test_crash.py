@@ -103,6 +103,7 @@ def _kill_once(
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # 50+ kills of real runs (each verifies twice, reproduces twice)
 def test_sigkill_at_random_points_then_resume_finishes_and_gc_cleans(tmp_path: Path) -> None:
     rng = random.Random(SEED)
     kills: list[tuple[int, str, str]] = []
