@@ -248,6 +248,78 @@ class Finished:
         )
 
 
+class OutputPump:
+    """An engine output stream read by a thread into a queue, and the timed loop over it.
+
+    One place for the wall and idle timeouts of every run, whether a started
+    container's attach stream or an exec's.
+    """
+
+    def __init__(self, stream: Any, name: str, cap: int = DEFAULT_OUTPUT_CAP) -> None:
+        self.buffer = _CappedBuffer(cap)
+        self._chunks: queue.Queue[bytes | None] = queue.Queue()
+        self._reader = threading.Thread(
+            target=self._read, args=(stream, name), name=f"out-{name}", daemon=True
+        )
+        self._reader.start()
+
+    def _read(self, stream: Any, name: str) -> None:
+        try:
+            for chunk in stream:
+                self._chunks.put(chunk)
+        except Exception as exc:  # the engine closed the stream; the exit status tells the rest
+            log.debug("output stream of %s ended: %s", name, exc)
+        finally:
+            self._chunks.put(None)
+
+    def follow(
+        self,
+        started: float,
+        *,
+        timeout: float,
+        idle_timeout: float,
+        on_output: Callable[[bytes], None] | None,
+        kill: Callable[[], None],
+    ) -> str | None:
+        """Collect output until the stream ends; on a timeout `kill` and say which one."""
+        last_output = started
+        while True:
+            now = time.monotonic()
+            timed_out = (
+                "wall"
+                if now - started >= timeout
+                else "idle"
+                if now - last_output >= idle_timeout
+                else None
+            )
+            if timed_out:
+                with contextlib.suppress(Exception):
+                    kill()
+                return timed_out
+            wait = min(started + timeout, last_output + idle_timeout) - now
+            try:
+                chunk = self._chunks.get(timeout=max(0.01, min(wait, 1.0)))
+            except queue.Empty:
+                continue
+            if chunk is None:
+                return None
+            last_output = time.monotonic()
+            self.buffer.add(chunk)
+            if on_output is not None:
+                on_output(chunk)
+
+    def finish(self) -> _CappedBuffer:
+        """The output, with what arrived between a timeout and the kill."""
+        self._reader.join(timeout=5)
+        while True:
+            try:
+                chunk = self._chunks.get_nowait()
+            except queue.Empty:
+                return self.buffer
+            if chunk:
+                self.buffer.add(chunk)
+
+
 def run_to_completion(
     container: Container,
     *,
@@ -257,57 +329,21 @@ def run_to_completion(
     output_cap: int = DEFAULT_OUTPUT_CAP,
 ) -> Finished:
     """Start `container`, stream its output, kill it from outside on a wall or idle timeout."""
-    buffer = _CappedBuffer(output_cap)
-    chunks: queue.Queue[bytes | None] = queue.Queue()
     # Attach before start so that not a byte of output is missed.
     stream = container.attach(stdout=True, stderr=True, stream=True, logs=True)
-
-    def pump() -> None:
-        try:
-            for chunk in stream:
-                chunks.put(chunk)
-        except Exception as exc:  # the engine closed the stream; the exit status tells the rest
-            log.debug("output stream of %s ended: %s", container.name, exc)
-        finally:
-            chunks.put(None)
-
-    reader = threading.Thread(target=pump, name=f"out-{container.name}", daemon=True)
-    reader.start()
+    pump = OutputPump(stream, container.name, output_cap)
     started = time.monotonic()
     start(container)
-    last_output = started
-    timed_out: str | None = None
-    while True:
-        now = time.monotonic()
-        if now - started >= timeout:
-            timed_out = "wall"
-        elif now - last_output >= idle_timeout:
-            timed_out = "idle"
-        if timed_out:
-            with contextlib.suppress(Exception):
-                container.kill()
-            break
-        wait = min(started + timeout, last_output + idle_timeout) - now
-        try:
-            chunk = chunks.get(timeout=max(0.01, min(wait, 1.0)))
-        except queue.Empty:
-            continue
-        if chunk is None:
-            break
-        last_output = time.monotonic()
-        buffer.add(chunk)
-        if on_output is not None:
-            on_output(chunk)
+    timed_out = pump.follow(
+        started,
+        timeout=timeout,
+        idle_timeout=idle_timeout,
+        on_output=on_output,
+        kill=container.kill,
+    )
     status = call(container.wait, timeout=60)
     duration = time.monotonic() - started
-    reader.join(timeout=5)
-    while True:  # output that arrived between the timeout and the kill
-        try:
-            chunk = chunks.get_nowait()
-        except queue.Empty:
-            break
-        if chunk:
-            buffer.add(chunk)
+    buffer = pump.finish()
     container.reload()
     oom = bool(container.attrs.get("State", {}).get("OOMKilled"))
     return Finished(

@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import queue
-import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -31,7 +29,6 @@ from typing import TYPE_CHECKING, Any
 from patchheal.errors import HarnessError
 from patchheal.harness import containers
 from patchheal.harness.containers import Finished
-from patchheal.proc import DEFAULT_OUTPUT_CAP, _CappedBuffer
 
 if TYPE_CHECKING:
     from docker import DockerClient
@@ -145,11 +142,18 @@ class SandboxSession:
             stderr=True,
         )["Id"]
         started = time.monotonic()
-        stream = containers.call(api.exec_start, exec_id, stream=True)
+        pump = containers.OutputPump(
+            containers.call(api.exec_start, exec_id, stream=True), self.name
+        )
         try:
-            output, timed_out = _pump(
-                stream, started, timeout, idle_timeout, on_output, self._scrub
+            timed_out = pump.follow(
+                started,
+                timeout=timeout,
+                idle_timeout=idle_timeout,
+                on_output=on_output,
+                kill=self._scrub,
             )
+            output = pump.finish()
         except BaseException:
             # Interrupted (Ctrl-C, an output callback that raised): the step must not go
             # on running in the container behind the caller's back.
@@ -225,59 +229,3 @@ def _identity(worktree: Path) -> tuple[int, int]:
     """A re-created directory at the same path is another bind-mount source."""
     info = worktree.stat()
     return info.st_dev, info.st_ino
-
-
-def _pump(
-    stream: Any,
-    started: float,
-    timeout: float,
-    idle_timeout: float,
-    on_output: Callable[[bytes], None] | None,
-    kill: Callable[[], None],
-) -> tuple[_CappedBuffer, str | None]:
-    """Read an exec's output until it ends or a timeout; on a timeout, `kill` and stop."""
-    buffer = _CappedBuffer(DEFAULT_OUTPUT_CAP)
-    chunks: queue.Queue[bytes | None] = queue.Queue()
-
-    def reader() -> None:
-        try:
-            for chunk in stream:
-                chunks.put(chunk)
-        except Exception as exc:  # the stream closed; the exit code tells the rest
-            log.debug("exec output stream ended: %s", exc)
-        finally:
-            chunks.put(None)
-
-    thread = threading.Thread(target=reader, name="exec-output", daemon=True)
-    thread.start()
-    last_output = started
-    timed_out: str | None = None
-    while True:
-        now = time.monotonic()
-        if now - started >= timeout:
-            timed_out = "wall"
-        elif now - last_output >= idle_timeout:
-            timed_out = "idle"
-        if timed_out:
-            kill()
-            break
-        wait = min(started + timeout, last_output + idle_timeout) - now
-        try:
-            chunk = chunks.get(timeout=max(0.01, min(wait, 1.0)))
-        except queue.Empty:
-            continue
-        if chunk is None:
-            break
-        last_output = time.monotonic()
-        buffer.add(chunk)
-        if on_output is not None:
-            on_output(chunk)
-    thread.join(timeout=5)
-    while True:
-        try:
-            chunk = chunks.get_nowait()
-        except queue.Empty:
-            break
-        if chunk:
-            buffer.add(chunk)
-    return buffer, timed_out
