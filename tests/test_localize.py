@@ -126,7 +126,7 @@ def test_breaking_change_and_recent_history_come_from_last_green(
     history = recent_history(repo, ["shop/pricing.py"])
     assert history.splitlines()[0].endswith("Simplify discount (shop/pricing.py)")
     assert breaking_change(repo, None).note == "no last_green ref in the job spec"
-    assert "not in this checkout" in breaking_change(repo, "no-such-ref").note
+    assert "not in the repository" in breaking_change(repo, "no-such-ref").note
     assert "not a git ref" in breaking_change(repo, "--output=/tmp/x").note
     test = "tests/test_pricing.py::test_discount"
     ctx = build_context(

@@ -58,28 +58,35 @@ def _commit_of(ref: str, repo: Path) -> str | None:
 
 
 def breaking_change(
-    worktree: Path, last_green: str | None, *, user_repo: Path | None = None
+    worktree: Path,
+    last_green: str | None,
+    *,
+    user_repo: Path | None = None,
+    base_commit: str | None = None,
 ) -> BreakingChange:
-    """The diff from `last_green` to the worktree's HEAD, at most `MAX_DIFF_CHARS`.
+    """The diff from `last_green` to the base, at most `MAX_DIFF_CHARS`.
 
-    The worktree comes from a private repository that holds the base's history but none of
-    the user's branch or tag names, so a name is resolved to its commit in `user_repo`.
+    The job's private repository holds the base commit alone (workspace/history.py), so
+    the history lives in the user's repository: with `user_repo` and `base_commit` the diff
+    `last_green..base` is read there; without them, `last_green..HEAD` in the worktree.
     """
     if not last_green:
         return BreakingChange(note="no last_green ref in the job spec")
     if not _REF.match(last_green) or last_green.startswith("-"):
         return BreakingChange(note=f"last_green {last_green!r} is not a git ref")
-    commit = _commit_of(last_green, worktree)
-    if commit is None and user_repo is not None and user_repo.is_dir():
-        commit = _commit_of(last_green, user_repo)
+    where, target = worktree, "HEAD"
+    if user_repo is not None and base_commit and user_repo.is_dir():
+        where, target = user_repo, base_commit
+    commit = _commit_of(last_green, where)
     if commit is None:
-        return BreakingChange(note=f"last_green {last_green} is not in this checkout")
+        return BreakingChange(note=f"last_green {last_green} is not in the repository")
     result = proc.git(
-        "diff", "--no-color", "--no-ext-diff", "-U3", f"{commit}..HEAD", "--",
-        cwd=worktree, check=False, timeout=_GIT_TIMEOUT,
+        "diff", "--no-color", "--no-ext-diff", "--no-textconv", "-U3", f"{commit}..{target}",
+        "--",
+        cwd=where, check=False, timeout=_GIT_TIMEOUT,
     )  # fmt: skip
     if result.exit_code != 0:
-        return BreakingChange(note=f"last_green {last_green} is not in this checkout")
+        return BreakingChange(note=f"last_green {last_green} is not in the repository")
     diff = result.output
     if not diff.strip():
         return BreakingChange(note=f"no change since last_green {last_green}")
@@ -89,14 +96,28 @@ def breaking_change(
     return BreakingChange(diff=diff, changed=changed)
 
 
-def recent_history(worktree: Path, files: Sequence[str], limit: int = MAX_LOG_COMMITS) -> str:
-    """One line per recent commit touching `files` (newest first), with the files it touched."""
+def recent_history(
+    worktree: Path,
+    files: Sequence[str],
+    limit: int = MAX_LOG_COMMITS,
+    *,
+    user_repo: Path | None = None,
+    base_commit: str | None = None,
+) -> str:
+    """One line per recent commit touching `files` (newest first), with the files it touched.
+
+    Read from the user's repository up to the base when given (the private one holds the
+    base commit alone), else from the worktree's own history.
+    """
     if not files:
         return ""
+    where, target = worktree, "HEAD"
+    if user_repo is not None and base_commit and user_repo.is_dir():
+        where, target = user_repo, base_commit
     result = proc.git(
         "log", f"-n{limit}", "--no-color", "--date=short", "--format=%h %ad %s", "--name-only",
-        "HEAD", "--", *files[:20],
-        cwd=worktree, check=False, timeout=_GIT_TIMEOUT,
+        target, "--", *files[:20],
+        cwd=where, check=False, timeout=_GIT_TIMEOUT,
     )  # fmt: skip
     if result.exit_code != 0:
         return ""

@@ -283,8 +283,9 @@ class StepHealer:
             self.classification.failure_class, failed, bucket_exhausted=escalate
         )
         propose_tree = runner.workspace.worktree("propose", at=step.start_commit)
+        user_repo, base = Path(runner.job.job.repo), runner.workspace.base_commit
         change = breaking_change(
-            propose_tree, runner.job.job.last_green, user_repo=Path(runner.job.job.repo)
+            propose_tree, runner.job.job.last_green, user_repo=user_repo, base_commit=base
         )
         context = build_context(
             job=runner.job,
@@ -297,7 +298,12 @@ class StepHealer:
             failed_elsewhere=similar.failed,
             memory_degraded=similar.degrade_reason,
             breaking_diff=change.diff,
-            history=recent_history(propose_tree, self._implicated(step, change.changed)),
+            history=recent_history(
+                propose_tree,
+                self._implicated(step, change.changed),
+                user_repo=user_repo,
+                base_commit=base,
+            ),
             widen=len(failed) >= 3 or escalate,
             approach=approach,
             code_budget_tokens=self._context_tokens(),
