@@ -39,7 +39,7 @@ from patchheal.harness import containers, images
 from patchheal.harness.definitions import load_harness
 from patchheal.harness.docker import DockerHarness
 from patchheal.harness.local import LocalHarness
-from patchheal.harness.session import RUN_PREFIX
+from patchheal.harness.session import run_argv
 
 ROOT = Path(__file__).resolve().parents[1]
 STEP = "python -m pytest -q -p no:cacheprovider"
@@ -75,9 +75,7 @@ def phases(h: DockerHarness, tree: Path) -> dict[str, float]:
     h._box(tree.resolve())
     out["session lookup (image, settings, worktree identity)"] = time.perf_counter() - t
     t = time.perf_counter()
-    exec_id = api.exec_create(
-        container.id, ["/bin/sh", "-c", RUN_PREFIX, "true"], user=box.session.user
-    )
+    exec_id = api.exec_create(container.id, run_argv("true", []), user=box.session.user)
     out["exec create"] = time.perf_counter() - t
     t = time.perf_counter()
     for _ in api.exec_start(exec_id["Id"], stream=True):

@@ -46,7 +46,15 @@ _SCRUB = "kill -9 -1 2>/dev/null; find /tmp -mindepth 1 -delete 2>/dev/null"
 SCRUB_COMMAND = ["/bin/sh", "-c", f"{_SCRUB}; exit 0"]
 # A run scrubs first in the same exec (one engine round trip, not two), then
 # becomes the step: the step's command travels as $0, never spliced into the script.
-RUN_PREFIX = f'{_SCRUB}; exec /bin/sh -c "$0"'
+RUN_PREFIX = f'{_SCRUB}; exec "$@"'
+
+
+def run_argv(command: str, entrypoint: list[str]) -> list[str]:
+    """The exec of one run: scrub, then the image's entrypoint (as a fresh container's
+    start would run it, e.g. one that writes a profile into /tmp), then the step.
+    The step's command travels as an argument, never spliced into the script."""
+    return ["/bin/sh", "-c", RUN_PREFIX, "patchheal-run", *entrypoint, "/bin/sh", "-c", command]
+
 
 # Where the container's cgroup counts OOM kills: cgroup v2, then v1 (`oom_kill N` in both).
 OOM_COUNTERS = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control")
@@ -75,6 +83,7 @@ class SandboxSession:
         self._container: Container | None = None
         self._socket: Any = None
         self._oom_kills = 0
+        self._entrypoint: list[str] = []
 
     def fits(self, worktree: Path, create_kwargs: Mapping[str, Any]) -> bool:
         """Whether this session can run for `worktree` with these container settings."""
@@ -93,7 +102,10 @@ class SandboxSession:
         containers.remove_stale(self._client, self.name)
         kwargs = {
             **self._kwargs,
-            "command": KEEPER_COMMAND,
+            # The keeper bypasses the image's entrypoint (which may write into /tmp as the
+            # keeper's user); every run goes through it instead (`run_argv`).
+            "entrypoint": KEEPER_COMMAND,
+            "command": None,
             "user": KEEPER_USER,
             "stdin_open": True,
             "auto_remove": True,
@@ -110,6 +122,8 @@ class SandboxSession:
             ) from None
         self._container = container
         try:
+            image = self._client.images.get(str(self._kwargs["image"]))
+            self._entrypoint = list(image.attrs.get("Config", {}).get("Entrypoint") or [])
             # Attached before start, held open for the session's life: when this
             # process ends, the engine closes the keeper's stdin and the container stops.
             self._socket = containers.hold_stdin(container)
@@ -134,7 +148,7 @@ class SandboxSession:
         exec_id = containers.call(
             api.exec_create,
             self._container.id,
-            ["/bin/sh", "-c", RUN_PREFIX, command],
+            run_argv(command, self._entrypoint),
             user=self.user,
             environment=dict(environment),
             workdir=self.workdir,
