@@ -82,7 +82,16 @@ def test_the_schema_is_created_on_postgres_with_the_claims_unique_constraint(
 ) -> None:
     assert not store.is_sqlite
     tables = {r[0] for r in sql(store, "SELECT tablename FROM pg_tables WHERE schemaname='public'")}
-    assert tables == {"jobs", "failures", "attempts", "claims", "controls", "locks", "lock_audit"}
+    assert tables == {
+        "jobs",
+        "failures",
+        "attempts",
+        "claims",
+        "controls",
+        "locks",
+        "lock_audit",
+        "outcomes",
+    }
     [(definition,)] = sql(
         store,
         "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname='uq_claims_fp_ndh'",
