@@ -17,6 +17,7 @@ milliseconds; a heal attempt is seconds to minutes, so they never queue long.
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from pathlib import Path
 from typing import Any, Self
@@ -27,6 +28,7 @@ from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 from sqlmodel import Session
 
 from patchheal.errors import BadInput
+from patchheal.retry import retrying
 
 BUSY_TIMEOUT_SECONDS = 60.0
 # The PostgreSQL advisory lock key of the store's write transactions ("patchhea" in ASCII);
@@ -79,6 +81,24 @@ def sqlite_path(url: str) -> Path | None:
     return Path(parsed.database)
 
 
+def _busy(exc: BaseException) -> bool:
+    return isinstance(exc, sqlite3.OperationalError) and exc.sqlite_errorcode in (
+        sqlite3.SQLITE_BUSY,
+        sqlite3.SQLITE_LOCKED,
+    )
+
+
+def _into_wal(cursor: Any) -> None:
+    """WAL mode, once per store file. Switching needs the file to itself and SQLite does not
+    wait on its busy timeout for that, so processes opening a fresh store at the same
+    moment retry (a store already in WAL mode needs nothing)."""
+    if str(cursor.execute("PRAGMA journal_mode").fetchone()[0]).lower() == "wal":
+        return
+    for attempt in retrying(_busy, attempts=40, base=0.05, cap=1.0):
+        with attempt:
+            cursor.execute("PRAGMA journal_mode = WAL")
+
+
 def make_engine(url: str) -> tuple[Engine, Engine]:
     """The engine for reads and one whose transactions take the write lock up front."""
     parsed = make_url(url)
@@ -114,7 +134,7 @@ def make_engine(url: str) -> tuple[Engine, Engine]:
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         cursor.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
-        cursor.execute("PRAGMA journal_mode = WAL")
+        _into_wal(cursor)
         # NORMAL under WAL survives a process crash (SIGKILL), which is what
         # the loop must survive; only power loss can drop the last commits.
         cursor.execute("PRAGMA synchronous = NORMAL")
