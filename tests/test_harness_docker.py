@@ -233,3 +233,37 @@ def test_git_works_inside_the_step_and_sees_only_the_base(
     assert "ok" in lines
     write = run(harness, tree, "git commit -q --allow-empty -m x 2>&1; echo rc=$?")
     assert "rc=0" not in write.output
+
+
+def test_a_bare_pytest_after_setup_is_the_job_environments(
+    python_image: str, python_def: HarnessDef, make_repo: Any
+) -> None:
+    """Invariant: after `pip install -e .[test]`, a bare `pytest` in a step is the job's
+    environment's: it imports what setup installed. The image's own pytest satisfies the
+    `[test]` extra, so pip writes no script for it; a bare `pytest` used to be
+    /usr/bin/pytest, whose interpreter cannot see the venv (ModuleNotFoundError for the
+    project, classified as a code bug)."""
+    repo = make_repo(
+        {
+            "pyproject.toml": '[project]\nname = "srcpkg"\nversion = "0.1"\n'
+            '[project.optional-dependencies]\ntest = ["pytest"]\n'
+            '[build-system]\nrequires = ["setuptools>=61"]\n'
+            'build-backend = "setuptools.build_meta"\n',
+            # A src layout: importable only when installed, never from the working directory.
+            "src/srcpkg/__init__.py": "def triple(x):\n    return 3 * x\n",
+            "tests/test_srcpkg.py": "from srcpkg import triple\n\n"
+            "def test_triple():\n    assert triple(2) == 6\n",
+        }
+    )
+    setup = [f"pip install -e .[test] && echo {uuid.uuid4().hex}"]
+    h = DockerHarness(python_def, job_id=f"barepytest-{os.getpid()}", setup=setup)
+    try:
+        h.prepare(repo)
+        result = run(h, repo, "command -v pytest; command -v py.test; pytest -q")
+        assert result.exit_code == 0, result.output
+        assert "/opt/patchheal/venv/bin/pytest\n" in result.output
+        assert "/opt/patchheal/venv/bin/py.test\n" in result.output
+        assert "1 passed" in result.output
+        images.remove_image(h.client, h.run_image(repo))
+    finally:
+        h.close()

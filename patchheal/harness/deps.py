@@ -36,6 +36,29 @@ _KEEPER = (
     "if command -v timeout >/dev/null; then exec timeout {seconds} cat >/dev/null; "
     "else exec cat >/dev/null; fi"
 )
+# The venv sees the system site-packages, so pip takes a requirement the image
+# already has (Debian's pytest) as installed and writes no script for it: a bare
+# `pytest` would then be /usr/bin/pytest, whose /usr/bin/python3 cannot import
+# what setup installed into the venv. Every console script of a distribution
+# outside the venv that the venv lacks gets a launcher on the venv's python, so
+# the job's environment is what a bare command name runs.
+VENV_SCRIPTS = """
+import importlib.metadata as md, os, sys
+launcher = "#!{python}\\nimport sys\\nfrom {module} import {head}\\nsys.exit({call}())\\n"
+inside = os.path.realpath(sys.prefix) + os.sep
+for dist in md.distributions():
+    if os.path.realpath(str(dist.locate_file(""))).startswith(inside):
+        continue
+    for ep in dist.entry_points.select(group="console_scripts"):
+        target = os.path.join(sys.prefix, "bin", ep.name)
+        if "/" in ep.name or not ep.attr or os.path.lexists(target):
+            continue
+        head = ep.attr.split(".")[0]
+        text = launcher.format(python=sys.executable, module=ep.module, head=head, call=ep.attr)
+        with open(target, "w") as out:
+            out.write(text)
+        os.chmod(target, 0o755)
+"""
 WHEELHOUSE = "/opt/patchheal/wheelhouse"
 NPM_CACHE = "/opt/patchheal/npm-cache"
 DEPENDENCY_GLOBS = (
@@ -191,6 +214,8 @@ def _setup_in(
     for command in commands:
         say(f"setup: {command}")
         run(["/bin/sh", "-c", command], f"dependency setup of harness {defn.name}")
+    if defn.deps.kind == "pip":
+        run([f"{sandbox.VENV}/bin/python", "-c", VENV_SCRIPTS], "console scripts into the venv")
     say(f"committing {tag}")
     repository, _, version = tag.partition(":")
     changes = [
