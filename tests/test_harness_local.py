@@ -130,3 +130,46 @@ def test_a_dependency_change_gets_a_fresh_venv_and_an_unchanged_one_is_reused(
     LocalHarness(setup=setup).prepare(worktree)
     first, second = (worktree / "prefixes.txt").read_text().splitlines()
     assert first != second
+
+
+def write_wheel(path: Path) -> None:
+    """A minimal real wheel with a `tinycli` console script, built without any index."""
+    import zipfile
+
+    files = {
+        "tinycli/__init__.py": "import sys\n\ndef main():\n    print('venv-tinycli', sys.prefix)\n",
+        "tinycli-0.1.dist-info/METADATA": "Metadata-Version: 2.1\nName: tinycli\nVersion: 0.1\n",
+        "tinycli-0.1.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\n"
+        "Root-Is-Purelib: true\nTag: py3-none-any\n",
+        "tinycli-0.1.dist-info/entry_points.txt": "[console_scripts]\ntinycli = tinycli:main\n",
+    }
+    record = "".join(f"{name},,\n" for name in files) + "tinycli-0.1.dist-info/RECORD,,\n"
+    with zipfile.ZipFile(path, "w") as wheel:
+        for name, text in {**files, "tinycli-0.1.dist-info/RECORD": record}.items():
+            wheel.writestr(name, text)
+
+
+@pytest.mark.slow
+def test_a_bare_command_installed_by_setup_is_the_job_venvs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Invariant: the job's environment comes first on PATH: a console script that setup
+    installed runs from the job's venv, not a same-named command of the host's PATH."""
+    host_bin = tmp_path / "host-bin"
+    host_bin.mkdir()
+    (host_bin / "tinycli").write_text("#!/bin/sh\necho host-tinycli\n")
+    (host_bin / "tinycli").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{host_bin}{os.pathsep}{os.environ['PATH']}")
+    worktree = tmp_path / "wt"
+    worktree.mkdir()
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    write_wheel(wheels / "tinycli-0.1-py3-none-any.whl")
+    # Offline: pip installs a wheel made here (and writes its console script).
+    harness = LocalHarness(setup=[f"pip install -q --no-index --find-links {wheels} tinycli"])
+    harness.prepare(worktree)
+    step = harness.run("tinycli", worktree, timeout=60, idle_timeout=60)
+    assert step.exit_code == 0, step.output
+    assert step.output.startswith("venv-tinycli "), step.output
+    prefix = Path(step.output.split()[1])
+    assert prefix.is_relative_to(Path(os.environ["PATCHHEAL_WORKTREE_ROOT"]).resolve() / "venvs")
