@@ -45,6 +45,21 @@ HOST_GIT_CONFIG = {
     "diff.external": "",
     "protocol.allow": "never",
     "protocol.file.allow": "always",
+    # No `hint:` lines or advice in anything git prints: its output reaches
+    # error messages, reports and the terminal, where advice for a person
+    # typing git commands (detached HEAD, default branch name) is noise.
+    # GIT_ADVICE=0 (below) silences all of it on git >= 2.46; these keys
+    # cover the advice older versions print.
+    "advice.detachedHead": "false",
+    "advice.defaultBranchName": "false",
+    "advice.statusHints": "false",
+    "advice.resolveConflict": "false",
+    "advice.mergeConflict": "false",
+    "advice.addIgnoredFile": "false",
+    "advice.addEmptyPathspec": "false",
+    "advice.ignoredHook": "false",
+    "advice.skippedCherryPicks": "false",
+    "advice.forceDeleteBranch": "false",
 }
 
 
@@ -68,6 +83,7 @@ def no_git_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
         base.pop(name, None)
     for name in [n for n in base if n.startswith("GIT_CONFIG_")]:
         del base[name]
+    base["GIT_ADVICE"] = "0"
     base["GIT_CONFIG_NOSYSTEM"] = "1"
     base["GIT_CONFIG_GLOBAL"] = os.devnull
     base["GIT_CONFIG_COUNT"] = str(len(HOST_GIT_CONFIG))
