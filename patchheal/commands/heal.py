@@ -55,6 +55,7 @@ def run_heal(
         say=progress.say,
         open_pr=open_pr,
     )
+    _keep_state_out_of_status(spec, options)
     try:
         with progress:
             result = HealLoop(spec, spec_toml, options).run()
@@ -84,6 +85,21 @@ def run_heal(
         for tree in result.worktrees:
             click.echo(f"worktree kept: {tree}")
     return result.exit_code
+
+
+def _keep_state_out_of_status(spec: Any, options: Any) -> None:
+    """Healing from inside the job's repository: its store, runs and reports stay out of
+    `git status` (`workspace/exclude.py`; docs/architecture.md, "Where state lives")."""
+    from patchheal.runs import sqlite_file
+    from patchheal.workspace.exclude import hide_from_status, state_paths
+
+    repo = Path(spec.job.repo)
+    if "://" in spec.job.repo or not repo.is_dir():
+        return
+    paths = state_paths(
+        sqlite_file(options.db), options.state_dir, options.reports_dir, spec.job.id
+    )
+    hide_from_status(repo, paths)
 
 
 def _workflow_overrides(
