@@ -89,9 +89,7 @@ def test_only_the_paths_patchheal_writes_are_hidden(tmp_path: Path) -> None:
     (repo / "reports" / "job" / "report.md").write_text("# r\n")
     (repo / "reports" / "index.html").write_text("<p>\n")
     (repo / "reports" / "coverage.xml").write_text("<c/>\n")
-    paths = state_paths(
-        repo / "var/memory/attempts.sqlite3", repo / "var", repo / "reports", "job"
-    )
+    paths = state_paths(repo / "var/memory/attempts.sqlite3", repo / "var", repo / "reports", "job")
     added = hide_from_status(repo, paths)
     assert sorted(added) == [
         "/reports/index.html",
