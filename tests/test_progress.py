@@ -69,3 +69,49 @@ def test_quiet_verbose_and_no_color_on_a_real_heal(
     plain = runner.invoke(cli, calc_job, color=True)
     assert plain.exit_code == 0, plain.output
     assert not ANSI.search(plain.stdout + plain.stderr)
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.usefixtures("require_docker")
+def test_harness_build_shows_a_long_wait_and_quiet_hides_it(tmp_path: Path) -> None:
+    """Invariant: an image build that is silent for more than 2 s says what it waits on
+    (on a log: one line, not a redraw), and `-q` leaves only the result on stdout."""
+    import subprocess
+    import sys
+    import uuid
+
+    from patchheal.harness import containers, images
+    from patchheal.harness.definitions import load_harness
+
+    repo = tmp_path / "proj"
+    folder = repo / "harnesses" / "slowbuild"
+    folder.mkdir(parents=True)
+    (folder / "harness.toml").write_text(
+        'name = "slowbuild"\n[image]\nharness = "python"\ndockerfile = "Dockerfile"\n'
+        "check = \"python3 -c 'import sys'\"\n"
+    )
+
+    def build(*flags: str) -> subprocess.CompletedProcess[str]:
+        # A new recipe each time (content-addressed tags): a real build, silent for 4 s.
+        (folder / "Dockerfile").write_text(
+            f"ARG BASE_IMAGE\nFROM ${{BASE_IMAGE}}\nRUN sleep 4 && echo {uuid.uuid4().hex}\n"
+        )
+        argv = [sys.executable, "-m", "patchheal", *flags, "harness", "build", "slowbuild"]
+        done = subprocess.run(
+            [*argv, "--repo", str(repo)], capture_output=True, text=True, timeout=600
+        )
+        client = containers.engine()
+        images.remove_image(client, images.image_tag(load_harness("slowbuild", repo)))
+        return done
+
+    loud = build()
+    assert loud.returncode == 0, loud.stderr
+    waiting = [line for line in loud.stderr.splitlines() if "(waiting " in line]
+    assert waiting, loud.stderr
+    assert waiting[0].startswith("[harness build slowbuild] … ")
+    assert "\r" not in loud.stderr  # not a terminal: lines, never a redraw
+    quiet = build("-q")
+    assert quiet.returncode == 0, quiet.stderr
+    assert "(waiting " not in quiet.stderr
+    assert quiet.stdout.startswith("patchheal/slowbuild:")

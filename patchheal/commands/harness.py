@@ -5,13 +5,25 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
+
+if TYPE_CHECKING:
+    from patchheal.commands.progress import Progress
 
 
 def _say(message: str) -> None:
     click.echo(message, err=True)
+
+
+def _progress(what: str) -> Progress:
+    """Messages on stderr and, after 2 s of silence (an image build, a wheelhouse
+    download, a container starting), a line saying what it waits on; honours -q."""
+    from patchheal.commands.options import verbosity
+    from patchheal.commands.progress import Progress
+
+    return Progress(f"harness {what}", verbosity=verbosity())
 
 
 @click.group()
@@ -131,7 +143,8 @@ def build(name: str, repo: Path | None, rebuild_from_scratch: bool) -> None:
         defn = load_harness(defn.compose.base, repo)
     client = containers.engine()
     started = time.monotonic()
-    tag = images.ensure_image(client, defn, say=_say, from_scratch=rebuild_from_scratch)
+    with _progress(f"build {defn.name}") as progress:
+        tag = images.ensure_image(client, defn, say=progress.say, from_scratch=rebuild_from_scratch)
     took = time.monotonic() - started
     if rebuild_from_scratch:
         images.remove_image(client, tag)
@@ -153,9 +166,10 @@ def check(name: str, repo: Path | None) -> None:
     client = containers.engine()
     version = client.version()
     click.echo(f"engine: Docker {version.get('Version')} (API {version.get('ApiVersion')})")
-    runner = registry.build(defn, job_id=f"check-{os.getpid()}", say=_say, repo=repo)
+    progress = _progress(f"check {defn.name}")
+    runner = registry.build(defn, job_id=f"check-{os.getpid()}", say=progress.say, repo=repo)
     try:
-        with tempfile.TemporaryDirectory(prefix="patchheal-check-") as tmp:
+        with progress, tempfile.TemporaryDirectory(prefix="patchheal-check-") as tmp:
             if defn.kind == "compose":
                 Path(tmp, "compose.yaml").write_text("services:\n  idle:\n    command: sleep 60\n")
             result = runner.run("id -u && uname -sr", Path(tmp), timeout=120, idle_timeout=120)
@@ -206,6 +220,7 @@ def run(
     from patchheal.workspace.worktrees import JobWorkspace
 
     text = command[0] if len(command) == 1 else shlex.join(command)
+    progress = _progress(f"run {name}")
     workspace = JobWorkspace(repo.resolve(), ref, f"harness-run-{os.getpid()}")
     workspace.open()
     orphans.write_owner(workspace.dir)
@@ -217,17 +232,26 @@ def run(
             job_id=workspace.job_id,
             setup=setup,
             passthrough=env_names,
-            say=_say,
+            say=progress.say,
             repo=repo,
         )
     )
+
+    def stream(chunk: bytes) -> None:
+        progress.touch()  # the command's own output is a sign of life: no waiting line
+        _stream(chunk)
+
     try:
-        tree = workspace.worktree("run")
-        _say(f"{runner.name}: {text}  (worktree {tree} at {workspace.base_commit[:12]})")
-        runner.prepare(tree)
-        result = runner.run(
-            text, tree, timeout=timeout, idle_timeout=idle_timeout, on_output=_stream
-        )
+        with progress:
+            tree = workspace.worktree("run")
+            progress.say(
+                f"{runner.name}: {text}  (worktree {tree} at {workspace.base_commit[:12]})"
+            )
+            runner.prepare(tree)
+            progress.say("running")
+            result = runner.run(
+                text, tree, timeout=timeout, idle_timeout=idle_timeout, on_output=stream
+            )
     finally:
         runner.close()
         if keep:

@@ -58,6 +58,13 @@ class Progress:
             self._clear()
             click.echo(f"[{self.prefix}] {self._last_message}", file=self._stream)
 
+    def touch(self) -> None:
+        """Something else showed a sign of life (a command's streamed output): the
+        waiting line goes, and the silence is counted from now."""
+        with self._lock:
+            self._last_said = time.monotonic()
+            self._clear()
+
     def __enter__(self) -> Progress:
         if self.verbosity >= 0:
             self._thread.start()

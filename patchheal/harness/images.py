@@ -150,7 +150,9 @@ def ensure_image(
             say(f"image {final} ready (source: {source})")
             return final
         finally:
-            for leftover in {base, built} - {scratch}:
+            # The scratch tag of a Dockerfile build goes too once `final` names the image
+            # (untagging only); a from-scratch build's is the caller's to remove.
+            for leftover in {base, built} - ({scratch} if from_scratch else set()):
                 if leftover.startswith(f"{REPOSITORY}-tmp/"):
                     remove_image(client, leftover)
 
