@@ -7,6 +7,7 @@ unavailable, 130 interrupted.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -61,6 +62,30 @@ class HarnessError(PatchhealError, RuntimeError):
     """The harness failed for a reason that is not the step's own failure."""
 
     exit_code = EXIT_INFRA
+
+
+class DependencySetupError(HarnessError):
+    """A job's dependencies could not be had: a requirement no index or wheelhouse has,
+    a setup command that failed. The environment's failure, never the code's: the
+    step is classified `dependency_issue` and not patched."""
+
+    # pip's words for a requirement it cannot find (download on the host or install offline).
+    _MISSING = re.compile(
+        r"(?:No matching distribution found for|Could not find a version that satisfies "
+        r"the requirement) ([^\s(]+)"
+    )
+
+    def __init__(self, message: str, missing: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.missing = missing
+
+    @classmethod
+    def from_pip(cls, what: str, output: str) -> DependencySetupError:
+        """`what` failed with pip's `output`; the message names what could not be had."""
+        missing = tuple(dict.fromkeys(cls._MISSING.findall(output)))
+        named = f": cannot get {', '.join(missing)}" if missing else ""
+        tail = "\n".join("    " + line for line in output.rstrip().splitlines()[-40:])
+        return cls(f"{what}{named}\n{tail}", missing)
 
 
 class ImageBuildError(HarnessError):

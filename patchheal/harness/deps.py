@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from patchheal.errors import DependencySetupError, HarnessError
 from patchheal.harness import containers, images, sandbox, wheelhouse
 from patchheal.harness.config import HarnessDef
 from patchheal.harness.images import Say
@@ -156,7 +157,9 @@ def _install(
         cache = wheelhouse.fill_npm(worktree, say, offline=offline)
         mounts.append(Mount(NPM_CACHE, str(cache), type="bind", read_only=False))
         extra = {"npm_config_cache": NPM_CACHE, "npm_config_offline": str(offline).lower()}
-    env = sandbox.environment(defn, passthrough, extra)
+    # The export is a git repository (versions from git): owned by another uid than setup's.
+    env = {**(sandbox.GIT_SAFE_ENV if (worktree / ".git").exists() else {}), **extra}
+    env = sandbox.environment(defn, passthrough, env)
     sandbox.make_writable(worktree, user)
     purpose = f"setup-{defn.name}"
     labels = containers.owner_labels(job_id, purpose, worktree=str(worktree))
@@ -213,7 +216,13 @@ def _setup_in(
         _npm_install(run, defn.sandbox.workdir)
     for command in commands:
         say(f"setup: {command}")
-        run(["/bin/sh", "-c", command], f"dependency setup of harness {defn.name}")
+        try:
+            run(["/bin/sh", "-c", command], f"dependency setup of harness {defn.name}")
+        except HarnessError as exc:
+            # The setup command ran and failed: the job's environment, not the engine.
+            raise DependencySetupError.from_pip(
+                f"setup command failed in harness {defn.name}: {command}", str(exc)
+            ) from None
     if defn.deps.kind == "pip":
         run([f"{sandbox.VENV}/bin/python", "-c", VENV_SCRIPTS], "console scripts into the venv")
     say(f"committing {tag}")

@@ -44,6 +44,7 @@ class CommittedSources:
         with tarfile.open(archive) as tar:
             tar.extractall(target, filter="data")
         archive.unlink()
+        _as_repository(target, worktree, commit)
         return target
 
     def close(self) -> None:
@@ -51,3 +52,20 @@ class CommittedSources:
             shutil.rmtree(self._root, ignore_errors=True)
             self._root = None
             self._exports.clear()
+
+
+def _as_repository(target: Path, worktree: Path, commit: str) -> None:
+    """Make the export a git repository at `commit` (that commit only, depth 1).
+
+    Build backends read versions from git (setuptools-scm, hatch-vcs,
+    versioneer): a plain export has no `.git`, and `pip install -e .` of such a
+    project fails in setup though it installs in CI's checkout. The objects come
+    from the job's private repository (the base commit and patchheal's own
+    commits, nothing later); the index is the commit's, so the tree is clean.
+    """
+    common = proc.git("rev-parse", "--path-format=absolute", "--git-common-dir", cwd=worktree)
+    here = {"GIT_DIR": str(target / ".git"), "GIT_WORK_TREE": str(target)}
+    proc.git("init", "-q", cwd=target, location={})
+    proc.git("fetch", "-q", "--depth=1", "--no-tags", common.output.strip(), commit,
+             cwd=target, location=here)  # fmt: skip
+    proc.git("reset", "-q", commit, cwd=target, location=here)

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from patchheal import proc
 from patchheal.atomic import atomic_write
-from patchheal.errors import HarnessError
+from patchheal.errors import DependencySetupError, HarnessError
 from patchheal.harness import containers, images, metadata
 from patchheal.harness.config import HarnessDef
 from patchheal.harness.images import Say
@@ -130,8 +130,10 @@ def expand_requirement_files(
     return out
 
 
-def download_args(args: Sequence[str], worktree: Path) -> list[str]:
-    """`pip install` arguments → `pip download` arguments, local projects expanded."""
+def download_args(args: Sequence[str], worktree: Path, python: str | None = None) -> list[str]:
+    """`pip install` arguments → `pip download` arguments, local projects expanded to their
+    static requirements (for the image's `python`; their build requirements: see
+    `build_requirements`)."""
     out: list[str] = []
     items = list(args)
     while items:
@@ -149,8 +151,70 @@ def download_args(args: Sequence[str], worktree: Path) -> list[str]:
         if arg.startswith("-"):
             out.append(arg)
             continue
-        out += _expand_local(arg, worktree)
+        out += _expand_local(arg, worktree, python)
     return out
+
+
+_INDEX_FLAGS = {"-i", "--index-url", "--extra-index-url", "-f", "--find-links", "--trusted-host"}
+
+
+def build_requirements(args: Sequence[str], worktree: Path, python: str | None = None) -> list[str]:
+    """What building the local projects among `args` needs, as `pip download` arguments.
+
+    pip builds a project in an isolated environment that it fills with the
+    build requirements *and everything they require*, whatever the install's
+    own flags say (`--no-deps` included): setuptools-scm needs vcs-versioning
+    (with a pre-release constraint, `>=2.5.0.dev0`), which must be in the
+    wheelhouse too. So these are downloaded apart from the install's other
+    arguments, transitively, keeping only where to look (index and links).
+    """
+    wanted: list[str] = []
+    for arg in args:
+        local = _local_project(arg, worktree)
+        if local is not None:
+            wanted += for_python(_build_requires(local[0]), python)
+    if not wanted:
+        return []
+    where: list[str] = []
+    items = list(args)
+    while items:
+        arg = items.pop(0)
+        if arg in _INDEX_FLAGS and items:
+            where += [arg, items.pop(0)]
+        elif arg == "--pre":
+            where.append(arg)
+    return [*where, *dict.fromkeys(wanted)]
+
+
+def for_python(requirements: Sequence[str], python: str | None) -> list[str]:
+    """`requirements` whose markers hold for the image's Python `python` ('3.11'), markers
+    dropped: on the host, pip would evaluate them for the host's interpreter instead."""
+    if python is None:
+        return list(requirements)
+    from packaging.markers import default_environment
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    environment = {
+        **default_environment(),
+        "python_version": python,
+        "python_full_version": f"{python}.0",
+        "implementation_name": "cpython",
+        "platform_python_implementation": "CPython",
+        "sys_platform": "linux",
+        "platform_system": "Linux",
+        "os_name": "posix",
+    }
+    kept: list[str] = []
+    for text in requirements:
+        try:
+            requirement = Requirement(text)
+        except InvalidRequirement:
+            kept.append(text)  # pip names what is wrong with it
+            continue
+        if requirement.marker is None or requirement.marker.evaluate(environment):
+            requirement.marker = None
+            kept.append(str(requirement))
+    return kept
 
 
 _LOCAL = re.compile(r"^(\.{1,2}(?:/[^\[]*)?|/[^\[]*)(?:\[([^\]]*)\])?$")
@@ -180,26 +244,32 @@ def dynamic_projects(args: Sequence[str], worktree: Path) -> list[tuple[Path, li
     return [item for item in found if item is not None and _is_dynamic(item[0])]
 
 
-def _expand_local(arg: str, worktree: Path) -> list[str]:
-    """A local project's static requirements (only its build requirements when they
-    are dynamic: see `dynamic_projects`); anything else unchanged. The project
-    path itself never reaches the host's pip, which would run its build backend."""
+def _build_requires(project: Path) -> list[str]:
+    """`build-system.requires` of a local project (setuptools and wheel when it has none)."""
+    pyproject = project / "pyproject.toml"
+    if not pyproject.is_file():
+        return list(_DEFAULT_BUILD)
+    data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+    return list(data.get("build-system", {}).get("requires", _DEFAULT_BUILD))
+
+
+def _expand_local(arg: str, worktree: Path, python: str | None = None) -> list[str]:
+    """A local project's static requirements (none when they are dynamic: see
+    `dynamic_projects`; its build requirements: `build_requirements`); anything
+    else unchanged. The project path itself never reaches the host's pip, which
+    would run its build backend."""
     local = _local_project(arg, worktree)
     if local is None:
         return [arg]
     project, extras = local
     pyproject = project / "pyproject.toml"
-    if not pyproject.is_file():
-        return list(_DEFAULT_BUILD)
-    data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-    meta = data.get("project", {})
-    build = list(data.get("build-system", {}).get("requires", _DEFAULT_BUILD))
-    if _is_dynamic(project):
-        return build
+    if not pyproject.is_file() or _is_dynamic(project):
+        return []
+    meta = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {})
     reqs = list(meta.get("dependencies", ()))
     for extra in extras:
         reqs += meta.get("optional-dependencies", {}).get(extra, [])
-    return [*build, *reqs]
+    return for_python(reqs, python)
 
 
 def container_python(client: DockerClient, image: str) -> str:
@@ -240,7 +310,11 @@ def fill(
     house = images.cache_dir() / "wheelhouse" / f"cp{version.replace('.', '')}"
     house.mkdir(parents=True, exist_ok=True)
     installs = [expand_requirement_files(a, worktree) for a in pip_install_args(commands)]
-    _download(house, version, [download_args(a, worktree) for a in installs], worktree, say)
+    builds = [build_requirements(a, worktree, version) for a in installs]
+    _download(house, version, builds, worktree, say)
+    _download(
+        house, version, [download_args(a, worktree, version) for a in installs], worktree, say
+    )
     # Build requirements are in the wheelhouse now: the backend can run offline.
     for args in installs:
         for project, extras in dynamic_projects(args, worktree):
@@ -252,7 +326,7 @@ def fill(
 
 def _download(house: Path, version: str, wanted: list[list[str]], worktree: Path, say: Say) -> None:
     """`pip download` on the host of named requirements only (never a local project)."""
-    wanted = [args for args in wanted if args]
+    wanted = [args for args in wanted if _names_something(args)]
     if not wanted:
         return
     host = f"{sys.version_info[0]}.{sys.version_info[1]}"
@@ -277,9 +351,22 @@ def _download(house: Path, version: str, wanted: list[list[str]], worktree: Path
             argv = [sys.executable, "-m", "pip", "download", "--dest", str(house), *target, *args]
             result = proc.run(argv, cwd=worktree, timeout=1800)
             if not result.passed:
-                raise HarnessError(
-                    f"pip download for the dependency wheelhouse failed:\n{result.output[-3000:]}"
+                raise DependencySetupError.from_pip(
+                    "pip download for the dependency wheelhouse failed", result.output
                 )
+
+
+def _names_something(args: Sequence[str]) -> bool:
+    """Whether `pip download args` would have anything to download (not flags alone, as
+    `pip install --no-deps -e .` leaves once its local project is expanded)."""
+    items = list(args)
+    while items:
+        arg = items.pop(0)
+        if arg in ("-r", "--requirement") or not arg.startswith("-"):
+            return True
+        if arg in _KEEP_WITH_VALUE and items:
+            items.pop(0)
+    return False
 
 
 def _machine() -> str:

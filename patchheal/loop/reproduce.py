@@ -3,7 +3,8 @@
 A step that passes there is not patched: it is `flaky` when some reruns fail,
 else `env_mismatch` (the CI environment differs from the harness). A step that
 fails with another fingerprint than the job's CI log is `env_mismatch` too,
-reported with both fingerprints.
+reported with both fingerprints. A step whose dependencies cannot be installed
+never runs: `dependency_issue`, naming what could not be had.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from patchheal.config import BudgetSpec, StepSpec
+from patchheal.errors import DependencySetupError
 from patchheal.failure.analysis import analyze, analyze_file
 from patchheal.failure.classify import classify, flaky
 from patchheal.harness.base import Harness
@@ -88,11 +90,34 @@ def _when_passing(
     )
 
 
+def _setup_failed(step: StepSpec, exc: DependencySetupError) -> Reproduction:
+    """The job's dependencies could not be installed: the step never ran, and no code
+    patch can help. `dependency_issue`, with what could not be had as the evidence."""
+    output = str(exc)
+    result = CommandResult(command=step.command, exit_code=None, output=output,
+                           duration_seconds=0.0)  # fmt: skip
+    failure = analyze(output, command=step.command)
+    missing = [f"cannot get {name}" for name in exc.missing]
+    classification = Classification(
+        failure_class=FailureClass.DEPENDENCY_ISSUE,
+        retryable=False,
+        evidence=(*missing, output.splitlines()[0]),
+        next_actions=(
+            "Make the named dependency available (a version that exists for the harness's "
+            "Python, a reachable index: PIP_INDEX_URL in [job] env), then heal again.",
+        ),
+    )
+    return Reproduction(result, judge(result), failure, classification, None, None)
+
+
 def reproduce(
     harness: Harness, step: StepSpec, tree: Path, budget: BudgetSpec, *, regression: str | None
 ) -> Reproduction:
     """Run the step (and the regression steps) on the untouched starting point."""
-    harness.prepare(tree)
+    try:
+        harness.prepare(tree)
+    except DependencySetupError as exc:
+        return _setup_failed(step, exc)
     result = _run(harness, step.command, tree, budget, step.results)
     verdict = judge(result)
     ci_failure = (
