@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -94,6 +95,12 @@ def test_gc_removes_the_container_and_worktree_of_a_killed_harness_run(
     assert dry.returncode == 0, dry.stderr
     assert "would remove" in dry.stdout
     assert workspace.is_dir()
+    listed = patchheal("gc", "--dry-run", "--json")
+    assert listed.returncode == 0, listed.stderr
+    rows = [json.loads(line) for line in listed.stdout.splitlines()]  # JSON lines, nothing else
+    assert {"action": "would_remove", "kind": "workspace", "name": str(workspace)} in [
+        {k: row[k] for k in ("action", "kind", "name")} for row in rows
+    ]
 
     done = patchheal("gc")
     assert done.returncode == 0, done.stderr

@@ -8,6 +8,7 @@ images and deliberately kept worktrees are left alone.
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import click
@@ -29,12 +30,22 @@ from patchheal.runs import DEFAULT_DB
     is_flag=True,
     help="Also remove cached dependency images (patchheal-deps/*); rebuilt on demand.",
 )
-def gc(dry_run: bool, db: str, prune_images: bool) -> None:
+@click.option("--json", "as_json", is_flag=True, help="one JSON object per line")
+def gc(dry_run: bool, db: str, prune_images: bool, as_json: bool) -> None:
     """Remove orphaned containers, volumes, networks and stale worktrees."""
     from patchheal.harness import containers, orphans
     from patchheal.workspace.worktrees import worktree_root
 
     verb = "would remove" if dry_run else "removed"
+
+    def said(kind: str, name: str, reason: str) -> None:
+        if as_json:
+            action = "would_remove" if dry_run else "removed"
+            row = {"action": action, "kind": kind, "name": name, "reason": reason}
+            click.echo(json.dumps(row))
+        else:
+            click.echo(f"{verb} {kind} {name} ({reason})")
+
     client = None
     if containers.docker_reachable():
         client = containers.engine()
@@ -44,7 +55,7 @@ def gc(dry_run: bool, db: str, prune_images: bool) -> None:
         for orphan in found:
             if not dry_run:
                 orphans.remove(client, orphan)
-            click.echo(f"{verb} {orphan.kind} {orphan.name} ({orphan.reason})")
+            said(orphan.kind, orphan.name, orphan.reason)
     else:
         click.echo("no Docker engine reachable: containers not checked", err=True)
     root = worktree_root()
@@ -58,9 +69,10 @@ def gc(dry_run: bool, db: str, prune_images: bool) -> None:
         if not dry_run:
             # Garbage already: its private repository and worktrees go as one folder.
             shutil.rmtree(job_dir, ignore_errors=True)
-        click.echo(f"{verb} workspace {job_dir} ({reason})")
+        said("workspace", str(job_dir), reason)
     if kept:
-        click.echo(f"kept {kept} workspace(s) of live or finished runs under {root}")
+        kept_line = f"kept {kept} workspace(s) of live or finished runs under {root}"
+        click.echo(kept_line, err=as_json)
     if client is not None:
         client.close()
 
