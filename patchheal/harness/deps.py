@@ -198,6 +198,11 @@ def _setup_in(
 ) -> None:
     """Install the dependencies in the running setup container and commit it as `tag`."""
 
+    def say_lines(text: str) -> None:
+        # One message per line: a chunk of several lines would get one prefix on a terminal.
+        for line in text.rstrip().splitlines():
+            say(line)
+
     def run(argv: list[str], what: str, as_user: str = user, cwd: str = "") -> None:
         containers.exec_checked(
             container,
@@ -206,7 +211,7 @@ def _setup_in(
             environment=env,
             workdir=cwd or defn.sandbox.workdir,
             what=what,
-            on_output=lambda chunk: say(chunk.decode("utf-8", "replace").rstrip()),
+            on_output=lambda chunk: say_lines(chunk.decode("utf-8", "replace")),
         )
 
     run(["sh", "-c", f"mkdir -p /opt/patchheal && chown {user} /opt/patchheal"], "prep", "0:0")
