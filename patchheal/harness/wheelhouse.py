@@ -194,8 +194,8 @@ def for_python(requirements: Sequence[str], python: str | None) -> list[str]:
     from packaging.markers import default_environment
     from packaging.requirements import InvalidRequirement, Requirement
 
-    environment = {
-        **default_environment(),
+    environment: dict[str, str] = {
+        **{key: str(value) for key, value in default_environment().items()},
         "python_version": python,
         "python_full_version": f"{python}.0",
         "implementation_name": "cpython",
