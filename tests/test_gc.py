@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -159,8 +160,11 @@ def test_gc_leaves_a_live_owner_alone(engine: Any, python_image: str) -> None:
 
 def test_gc_images_prunes_cached_dependency_images(engine: Any, python_image: str) -> None:
     tag = f"{os.getpid()}gc"
-    engine.images.get(python_image).tag("patchheal-deps/gc-test", tag)
     ref = f"patchheal-deps/gc-test:{tag}"
+    # An image of its own (a label makes a new id): a tag on the python image itself would
+    # share its id with every container that runs it, and gc rightly spares images in use.
+    dockerfile = f"FROM {python_image}\nLABEL patchheal.test={tag}\n".encode()
+    engine.images.build(fileobj=io.BytesIO(dockerfile), tag=ref, pull=False, rm=True)
     assert ref in patchheal("gc", "--images", "--dry-run").stdout
     assert engine.images.get(ref)
     done = patchheal("gc", "--images")
