@@ -60,8 +60,11 @@ def test_local_projects_expand_to_their_static_requirements(tmp_path: Path) -> N
         '[build-system]\nrequires = ["hatchling"]\n[project]\nname = "x"\nversion = "1"\n'
         'dependencies = ["attrs>=22"]\n[project.optional-dependencies]\ntest = ["pytest>=7"]\n'
     )
-    args = wheelhouse.download_args(["-U", "-e", ".[test]", "--user", "-r", "req.txt"], tmp_path)
-    assert args == ["hatchling", "attrs>=22", "pytest>=7", "-r", "req.txt"]
+    install = ["-U", "-e", ".[test]", "--user", "-r", "req.txt"]
+    args = wheelhouse.download_args(install, tmp_path)
+    assert args == ["attrs>=22", "pytest>=7", "-r", "req.txt"]
+    # Build requirements are downloaded apart (transitively, whatever the install's flags).
+    assert wheelhouse.build_requirements(install, tmp_path) == ["hatchling"]
 
 
 @pytest.mark.docker
