@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from harness_support import engine, python_def, python_image
 
-from patchheal.errors import ImageBuildError
+from patchheal.errors import ImageBuildError, SpecError
 from patchheal.harness import images, wheelhouse
 from patchheal.harness.config import HarnessDef, load_harness_file
 from patchheal.harness.docker import DockerHarness
@@ -62,6 +62,29 @@ def test_local_projects_expand_to_their_static_requirements(tmp_path: Path) -> N
     )
     args = wheelhouse.download_args(["-U", "-e", ".[test]", "--user", "-r", "req.txt"], tmp_path)
     assert args == ["hatchling", "attrs>=22", "pytest>=7", "-r", "req.txt"]
+
+
+def test_a_file_the_image_ships_is_read_from_the_harness_folder_on_the_host(
+    tmp_path: Path,
+) -> None:
+    """The airflow harness pins Airflow with a constraints file its Dockerfile copies into
+    the image: the host's `pip download` reads the same file beside harness.toml, and a
+    constraints path is never taken for a local project to build."""
+    defn = harness_dir(
+        tmp_path,
+        '[image]\nref = "unused"\n[deps]\nkind = "pip"\n'
+        'image_files = { "/opt/pins/c.txt" = "c.txt" }\n',
+        {"c.txt": "attrs==22.2.0\n"},
+    )
+    (args,) = wheelhouse.pip_install_args(["pip install attrs -c /opt/pins/c.txt"])
+    assert wheelhouse.dynamic_projects(args, tmp_path) == []
+    host = wheelhouse.host_paths(wheelhouse.download_args(args, tmp_path), defn)
+    assert host == ["attrs", "-c", str(tmp_path / "harnesses" / "probe" / "c.txt")]
+    assert wheelhouse.host_paths(["--constraint=/opt/pins/c.txt"], defn) == [
+        f"--constraint={tmp_path / 'harnesses' / 'probe' / 'c.txt'}"
+    ]
+    with pytest.raises(SpecError, match="inside the harness folder"):
+        harness_dir(tmp_path, '[image]\nref = "x"\n[deps]\nimage_files = { "/a" = "../b" }\n')
 
 
 @pytest.mark.docker

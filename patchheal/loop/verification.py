@@ -111,4 +111,17 @@ def _regression(
         got_worse, why = worse(baseline, verdict)
     else:
         got_worse, why = not verdict.passed, verdict.reason
+    if got_worse:
+        why += _what_failed(result.output, command, tree)
     return (Outcome.REGRESSION if got_worse else None), why, log
+
+
+def _what_failed(output: str, command: str, tree: Path) -> str:
+    """' — ImportError in dags/weekly_report.py: ...': what the regression output says broke
+    (an exit code alone does not tell a reviewer which DAG file stopped parsing)."""
+    failure = analyze(output, repo_root=str(tree), command=command)
+    if not failure.error_type:
+        return ""
+    where = f" in {', '.join(failure.failing_tests[:3])}" if failure.failing_tests else ""
+    first = failure.message.split("\n", 1)[0][:200]
+    return f" — {failure.error_type}{where}: {first}"
