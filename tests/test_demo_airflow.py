@@ -15,6 +15,8 @@ from tests.healjobs import git
 
 @pytest.mark.docker
 @pytest.mark.slow
+# Without the images this builds them first (581 s measured under load: docs/harnesses.md).
+@pytest.mark.timeout(1800)
 @pytest.mark.usefixtures("require_docker")
 def test_airflow_example_heals_and_the_parse_check_is_a_regression_step(tmp_path: Path) -> None:
     """The task's failure is parsed (task id, exception, frames in the DAG's code); a patch
