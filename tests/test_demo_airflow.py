@@ -20,8 +20,9 @@ from tests.healjobs import git
 @pytest.mark.usefixtures("require_docker")
 def test_airflow_example_heals_and_the_parse_check_is_a_regression_step(tmp_path: Path) -> None:
     """The task's failure is parsed (task id, exception, frames in the DAG's code); a patch
-    that makes the task pass but breaks another DAG's parsing is a regression; a wrong fix
-    leaves the task failing; the fix verifies with the parse check green."""
+    that makes the task pass but breaks another DAG's parsing is a regression; one that
+    skips the task (exit 0) is not a fix; a wrong fix leaves the task failing; the fix
+    verifies with the parse check green."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_DIR")}
     done = subprocess.run(
         [sys.executable, "-m", "patchheal", "demo", "--example", "airflow",
@@ -32,7 +33,8 @@ def test_airflow_example_heals_and_the_parse_check_is_a_regression_step(tmp_path
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout)
     attempts = summary["attempts"]
-    assert [a["outcome"] for a in attempts] == ["regression", "no_effect", "fixed"], attempts
+    outcomes = [a["outcome"] for a in attempts]
+    assert outcomes == ["regression", "no_effect", "no_effect", "fixed"], attempts
     assert "harness: docker:airflow" in done.stderr
     report = json.loads(Path(summary["reports"]["json"]).read_text())
     step = report["steps"][0]
@@ -48,7 +50,10 @@ def test_airflow_example_heals_and_the_parse_check_is_a_regression_step(tmp_path
     renamed = step["attempts"][0]
     assert renamed["reason"].startswith("the failing step passes but the regression steps got")
     assert "ImportError in dags/weekly_report.py" in renamed["reason"]
-    wrong = step["attempts"][1]
+    # `tasks test` exits 0 for a skipped task: Airflow's own mark of the task decides.
+    skipped = step["attempts"][1]
+    assert "Airflow says daily_revenue.summarize was skipped, not success" in skipped["reason"]
+    wrong = step["attempts"][2]
     assert "failure changed" in wrong["reason"]
     assert "unconverted data remains: +00:00" in wrong["log_excerpt"]
     markdown = Path(summary["reports"]["md"]).read_text()

@@ -104,6 +104,13 @@ def test_a_task_of_a_dag_that_does_not_parse_is_the_import_error() -> None:
     assert failure.fingerprint == parse_check.fingerprint
 
 
+def test_a_dag_folder_of_another_name_keeps_its_name_in_the_test_id() -> None:
+    text = _read("tasks_test_dag_import_error.txt").replace("/workspace/dags", "/srv/etl/pipelines")
+    assert "Filling up the DagBag from /srv/etl/pipelines" in text
+    parsed = airflow.parse(text)
+    assert parsed.failing_tests == ["pipelines/weekly_report.py"]
+
+
 def test_output_without_airflow_failures_is_left_to_the_other_parsers() -> None:
     assert not airflow.parse("Task failed with exception\nnothing else\n").found
     failure = analysis.from_text(

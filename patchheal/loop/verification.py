@@ -15,6 +15,7 @@ from patchheal.errors import HarnessError
 from patchheal.failure.analysis import analyze
 from patchheal.harness.base import Harness
 from patchheal.models import CommandResult, Failure, Outcome, Verdict
+from patchheal.verdict.airflow import check_tasks
 from patchheal.verdict.judge import judge, worse
 
 
@@ -61,6 +62,8 @@ def verify(
         if result.timed_out is not None:
             return Outcome.TIMEOUT, _timeout(result, budget), log
         verdict = judge(result, baseline=baseline, expected_tests=failure.failing_tests)
+        if failure.source == "airflow":  # `tasks test` exits 0 for a skipped task
+            verdict = check_tasks(verdict, result.output, failure.failing_tests)
         if not verdict.passed:
             after = analyze(result.output, repo_root=str(tree), command=step.command).fingerprint
             change = (

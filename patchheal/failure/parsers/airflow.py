@@ -51,7 +51,7 @@ _FAILED_IMPORT = re.compile(r"\bFailed to import: (?P<path>\S+?\.py)\s*$")
 _IMPORT_ROW = re.compile(
     r"^(?P<path>\S+\.py)(?P<sep>\s*\|\s|\s{2,})(?P<start>Traceback \(most recent call last\):)"
 )
-_DAGBAG = re.compile(r"Filling up the DagBag from (?P<folder>/\S+?)/?\s*$")
+_DAGBAG = re.compile(r"Filling up the DagBag from (?P<folder>/\S+?)/?\s*$", re.MULTILINE)
 
 
 def _record_block(lines: list[str], start: int) -> list[str]:
@@ -74,7 +74,8 @@ def _column_block(lines: list[str], start: int, column: int) -> list[str]:
     return block
 
 
-def _first_exception(block: list[str]) -> RawException | None:
+def _exception(block: list[str]) -> RawException | None:
+    """The exception that ended the block's (last) traceback."""
     chains = traceback.parse_chains("\n".join(block))
     return chains[-1][-1] if chains else None
 
@@ -109,7 +110,7 @@ def _import_errors(lines: list[str], dag_folder: str) -> list[tuple[str, RawExce
             path, block = failed["path"], _record_block(lines, i)
         elif row := _IMPORT_ROW.match(line):
             path, block = row["path"], _column_block(lines, i, row.start("start"))
-        exc = _first_exception(block) if block else None
+        exc = _exception(block) if block else None
         if exc is not None:
             file_id = _dag_file_id(path, dag_folder)
             if file_id not in (seen[0] for seen in found):
