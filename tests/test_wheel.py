@@ -54,7 +54,7 @@ def test_the_wheel_ships_harness_definitions_and_the_demo(wheel: Path) -> None:
         "patchheal/examples/airflow/project/dags/weekly_report.py",
         "patchheal/examples/airflow/project/dags/shop/orders.py",
         "patchheal/examples/airflow/project/dags/shop/data/orders.csv",
-        "patchheal/examples/airflow/candidates/03-parse_iso_8601.patch",
+        "patchheal/examples/airflow/candidates/04-parse_iso_8601.patch",
         "patchheal/report/templates/report.md.j2",
     ):
         assert required in names, f"{required} is missing from {wheel.name}"
