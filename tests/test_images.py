@@ -113,6 +113,9 @@ def test_dockerfile_on_the_offline_base_and_a_failing_build(
     tag = images.ensure_image(engine, good)
     try:
         assert tag == images.image_tag(good)
+        # The build's throwaway tag goes once the image has its own.
+        built = engine.images.get(tag)
+        assert not [t for t in built.tags if t.startswith(f"{images.REPOSITORY}-tmp/")]
         assert images.ensure_image(engine, good) == tag  # cached: no second build
     finally:
         images.remove_image(engine, tag)

@@ -150,7 +150,10 @@ def ensure_image(
             say(f"image {final} ready (source: {source})")
             return final
         finally:
-            for leftover in {base, built} - {scratch}:
+            # The scratch tag is the caller's only for a from-scratch build; otherwise the
+            # image has its final tag now, and removing the scratch one only untags it.
+            kept = {scratch} if from_scratch else set()
+            for leftover in {base, built} - kept:
                 if leftover.startswith(f"{REPOSITORY}-tmp/"):
                     remove_image(client, leftover)
 
