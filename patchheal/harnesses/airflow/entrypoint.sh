@@ -9,8 +9,16 @@ set -eu
 home="${AIRFLOW_HOME:-/tmp/airflow}"
 baked=/opt/patchheal/airflow/airflow.db
 mkdir -p "$home"
-if [ -f "$baked" ] && [ ! -e "$home/airflow.db" ]; then
-    cp "$baked" "$home/airflow.db"
+# The copy goes where Airflow will look: the SQLite file of the connection in
+# force (a job may move AIRFLOW_HOME or the connection); none for another database.
+conn="${AIRFLOW__DATABASE__SQL_ALCHEMY_CONN:-sqlite:///$home/airflow.db}"
+case "$conn" in
+    sqlite:////*) db="/${conn#sqlite:////}" ;;
+    *) db="" ;;
+esac
+if [ -n "$db" ] && [ -f "$baked" ] && [ ! -e "$db" ]; then
+    mkdir -p "$(dirname "$db")"
+    cp "$baked" "$db"
 fi
 if [ -z "${AIRFLOW__CORE__DAGS_FOLDER:-}" ]; then
     for folder in dags airflow/dags; do
