@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from harness_support import engine, python_def, python_image
 
-from patchheal.errors import ImageBuildError
+from patchheal.errors import ImageBuildError, SpecError
 from patchheal.harness import images, wheelhouse
 from patchheal.harness.config import HarnessDef, load_harness_file
 from patchheal.harness.docker import DockerHarness
@@ -67,6 +67,29 @@ def test_local_projects_expand_to_their_static_requirements(tmp_path: Path) -> N
     assert wheelhouse.build_requirements(install, tmp_path) == ["hatchling"]
 
 
+def test_a_file_the_image_ships_is_read_from_the_harness_folder_on_the_host(
+    tmp_path: Path,
+) -> None:
+    """The airflow harness pins Airflow with a constraints file its Dockerfile copies into
+    the image: the host's `pip download` reads the same file beside harness.toml, and a
+    constraints path is never taken for a local project to build."""
+    defn = harness_dir(
+        tmp_path,
+        '[image]\nref = "unused"\n[deps]\nkind = "pip"\n'
+        'image_files = { "/opt/pins/c.txt" = "c.txt" }\n',
+        {"c.txt": "attrs==22.2.0\n"},
+    )
+    (args,) = wheelhouse.pip_install_args(["pip install attrs -c /opt/pins/c.txt"])
+    assert wheelhouse.dynamic_projects(args, tmp_path) == []
+    host = wheelhouse.host_paths(wheelhouse.download_args(args, tmp_path), defn)
+    assert host == ["attrs", "-c", str(tmp_path / "harnesses" / "probe" / "c.txt")]
+    assert wheelhouse.host_paths(["--constraint=/opt/pins/c.txt"], defn) == [
+        f"--constraint={tmp_path / 'harnesses' / 'probe' / 'c.txt'}"
+    ]
+    with pytest.raises(SpecError, match="inside the harness folder"):
+        harness_dir(tmp_path, '[image]\nref = "x"\n[deps]\nimage_files = { "/a" = "../b" }\n')
+
+
 @pytest.mark.docker
 def test_health_check_failure_is_an_image_build_error(
     engine: Any, python_image: str, tmp_path: Path
@@ -93,6 +116,9 @@ def test_dockerfile_on_the_offline_base_and_a_failing_build(
     tag = images.ensure_image(engine, good)
     try:
         assert tag == images.image_tag(good)
+        # The build's throwaway tag goes once the image has its own.
+        built = engine.images.get(tag)
+        assert not [t for t in built.tags if t.startswith(f"{images.REPOSITORY}-tmp/")]
         assert images.ensure_image(engine, good) == tag  # cached: no second build
     finally:
         images.remove_image(engine, tag)

@@ -54,15 +54,24 @@ def test_rules_for_pipelines_and_undefined_harnesses_are_skipped() -> None:
     def every(_name: str) -> bool:
         return True
 
+    def read(path: str) -> str:
+        return "from airflow.decorators import dag\n" if path.endswith("etl.py") else ""
+
     files = ["pyproject.toml", "airflow/dags/etl.py", "transform/dbt_project.yml"]
-    assert inference.choose(files, [], every).harness == "airflow"
+    chosen = inference.choose(files, [], every, read=read)
+    assert (chosen.harness, chosen.reason) == (
+        "airflow",
+        "found airflow/dags/etl.py (imports airflow) → airflow (in the repository)",
+    )
+    # Without a way to read the DAG file, its folder's name alone says nothing.
+    assert inference.choose(files, [], every).harness == "dbt"
     changed = ["transform/models/orders.sql"]
-    chosen = inference.choose(files, changed, every)
+    chosen = inference.choose(files, changed, every, read=read)
     assert (chosen.harness, chosen.reason) == (
         "dbt",
         "the failing change touched transform/models/orders.sql → dbt",
     )
-    assert inference.choose(files, changed, lambda n: n == "python").harness == "python"
+    assert inference.choose(files, changed, lambda n: n == "python", read=read).harness == "python"
     # A root-level pattern does not match deeper: src/package.json is not a node project.
     assert inference.choose(["src/package.json"], [], every).harness == "generic"
 
@@ -87,3 +96,46 @@ def test_harness_explain_prints_the_choice_and_the_service_images(make_repo: Any
     assert "db: postgres:16 → offline harness postgres" in done.stdout
     assert "cache: rabbitmq:3 → the engine only" in done.stdout
     assert "step runs in: python" in done.stdout
+
+
+def test_a_changed_dag_file_that_imports_airflow_picks_the_airflow_harness(make_repo: Any) -> None:
+    repo = make_repo({"pyproject.toml": "[project]\nname='etl'\n", "dags/__init__.py": ""})
+    green = git(repo, "rev-parse", "HEAD").strip()
+    _commit(
+        repo,
+        {
+            "dags/helpers.py": "ROWS = 3\n",
+            "dags/orders.py": "import pendulum\nfrom airflow import DAG\n\nDAG('orders')\n",
+        },
+        "orders DAG",
+    )
+    name, why = registry.infer(repo, "HEAD", last_green=green)
+    assert (name, why) == (
+        "airflow",
+        "the failing change touched dags/orders.py (imports airflow) → airflow",
+    )
+
+
+def test_a_dags_folder_without_airflow_is_not_airflow(make_repo: Any) -> None:
+    """`dags/` is a common name (a DAG of build steps, a graph library): the import decides."""
+    repo = make_repo({"pyproject.toml": "[project]\nname='graphs'\n"})
+    _commit(repo, {"dags/topo.py": "import networkx\n# no airflow here: airflow_like = 1\n"}, "x")
+    name, why = registry.infer(repo, "HEAD")
+    assert name == "python", why
+    assert why.startswith("found pyproject.toml → python")
+
+
+def test_explain_prints_the_airflow_choice_for_the_bundled_example(tmp_path: Path) -> None:
+    from patchheal.commands.demo import materialize
+
+    repo, _ = materialize(tmp_path, "airflow")
+    done = subprocess.run(
+        [sys.executable, "-m", "patchheal", "harness", "explain", "--repo", str(repo)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "harness: airflow (docker) — the failing change touched dags/" in done.stdout
+    assert "(imports airflow) → airflow" in done.stdout

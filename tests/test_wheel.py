@@ -46,6 +46,17 @@ def test_the_wheel_ships_harness_definitions_and_the_demo(wheel: Path) -> None:
         "patchheal/examples/demo/project/tests/test_rules.py",
         "patchheal/examples/demo/project/pyproject.toml",
         "patchheal/examples/demo/candidates/06-fix_boundary.patch",
+        "patchheal/harnesses/airflow/harness.toml",
+        "patchheal/harnesses/airflow/Dockerfile",
+        "patchheal/harnesses/airflow/entrypoint.sh",
+        "patchheal/harnesses/airflow/constraints-2.10.5-py3.11.txt",
+        "patchheal/examples/airflow/job.toml",
+        "patchheal/examples/airflow/project/.gitignore",
+        "patchheal/examples/airflow/project/dags/daily_revenue.py",
+        "patchheal/examples/airflow/project/dags/weekly_report.py",
+        "patchheal/examples/airflow/project/dags/shop/orders.py",
+        "patchheal/examples/airflow/project/dags/shop/data/orders.csv",
+        "patchheal/examples/airflow/candidates/04-parse_iso_8601.patch",
         "patchheal/report/templates/report.md.j2",
     ):
         assert required in names, f"{required} is missing from {wheel.name}"

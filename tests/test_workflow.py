@@ -264,3 +264,19 @@ def test_heal_from_workflow_prints_the_spec_and_what_is_not_run(tmp_path: Path) 
     bad = _cli("heal", "--repo", ".", "--step", "x", "--matrix", "a=1", cwd=tmp_path)
     assert bad.returncode == 2
     assert "need --from-workflow" in bad.stderr
+
+
+def test_job_services_and_container_are_named_as_not_translated(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path,
+        "jobs:\n  test:\n    runs-on: ubuntu-latest\n    container: python:3.11-slim\n"
+        "    services:\n      db:\n        image: postgres:16\n"
+        "        env: {POSTGRES_PASSWORD: pw}\n"
+        "      cache:\n        image: redis:7\n"
+        "    steps:\n      - uses: actions/checkout@v4\n      - run: pytest -q\n",
+    )
+    notes = "\n".join(workflow.derive(path, "test").notes)
+    assert "job services db (postgres:16), cache (redis:7) are not started" in notes
+    assert "job container python:3.11-slim is not used" in notes
+    quiet = _write(tmp_path, "jobs:\n  t:\n    steps:\n      - run: pytest -q\n", "q.yml")
+    assert not any("not translated" in n for n in workflow.derive(quiet, "t").notes)

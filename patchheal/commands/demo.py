@@ -1,4 +1,4 @@
-"""`patchheal demo [--example python|dbt]`: heal a bundled example end to end.
+"""`patchheal demo [--example python|dbt|airflow]`: heal a bundled example end to end.
 
 It materializes patchheal/examples/<folder>/project (package data, so it ships
 in the wheel) as a fresh git repository, writes its job spec, and runs exactly
@@ -74,6 +74,9 @@ EXAMPLES = {
         "demo", "pricing", DEMO_JOB_ID, "pricing: bulk discounts and shipping", "auto"
     ),
     "dbt": Example("dbt", "shop", "demo-dbt-shop", "shop: amounts in cents", "dbt"),
+    "airflow": Example(
+        "airflow", "orders", "demo-airflow-orders", "orders: daily revenue DAG", "airflow"
+    ),
 }
 
 
@@ -121,7 +124,8 @@ def materialize(workdir: Path, name: str = "python") -> tuple[Path, Path]:
     type=click.Choice(sorted(EXAMPLES)),
     default="python",
     show_default=True,
-    help="python: a pytest failure; dbt: a model and a data test on DuckDB",
+    help="python: a pytest failure; dbt: a model and a data test on DuckDB; "
+    "airflow: a DAG's task (airflow tasks test) and the DAG parse check",
 )
 @click.option(
     "--harness",

@@ -25,6 +25,7 @@ from patchheal.failure.parsers import (
     ParsedFailure,
     RawException,
     RawFrame,
+    airflow,
     dbt,
     generic,
     pytest,
@@ -112,6 +113,8 @@ def from_text(
 
 def _best(text: str, command: str) -> ParsedFailure:
     candidates = []
+    if "airflow " in command or any(marker in text for marker in airflow.MARKERS):
+        candidates.append(airflow.parse(text))
     if "dbt " in command or any(marker in text for marker in dbt.MARKERS):
         candidates.append(dbt.parse(text))
     if "pytest" in command or any(marker in text for marker in pytest.MARKERS):

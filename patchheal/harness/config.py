@@ -108,6 +108,22 @@ class DepsSpec(_Def):
     files: tuple[str, ...] = Field(
         (), description="extra globs (repo-relative) hashed into the dependency fingerprint"
     )
+    image_files: dict[str, str] = Field(
+        default_factory=dict,
+        description="container path -> file beside harness.toml that the Dockerfile copies "
+        "there (e.g. a constraints file): a `pip install` argument naming the container path "
+        "is read from the harness folder when the host downloads the wheelhouse",
+    )
+
+    @field_validator("image_files")
+    @classmethod
+    def _image_files_form(cls, value: dict[str, str]) -> dict[str, str]:
+        for container_path, local in value.items():
+            if not container_path.startswith("/"):
+                raise ValueError(f"{container_path!r} must be an absolute container path")
+            if local.startswith("/") or ".." in Path(local).parts:
+                raise ValueError(f"{local!r} must be a path inside the harness folder")
+        return value
 
 
 class ComposeSpec(_Def):

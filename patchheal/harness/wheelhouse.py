@@ -240,7 +240,14 @@ def _is_dynamic(project: Path) -> bool:
 
 def dynamic_projects(args: Sequence[str], worktree: Path) -> list[tuple[Path, list[str]]]:
     """The local projects among `pip install` arguments whose requirements are dynamic."""
-    found = [_local_project(arg, worktree) for arg in args]
+    found: list[tuple[Path, list[str]] | None] = []
+    items = list(args)
+    while items:
+        arg = items.pop(0)
+        if arg in _KEEP_WITH_VALUE or arg in _DROP_WITH_VALUE:
+            items[:1] = []  # a constraints file or an index URL, never a project
+            continue
+        found.append(_local_project(arg, worktree))
     return [item for item in found if item is not None and _is_dynamic(item[0])]
 
 
@@ -297,6 +304,22 @@ def container_python(client: DockerClient, image: str) -> str:
     return version
 
 
+def host_paths(args: Sequence[str], defn: HarnessDef) -> list[str]:
+    """Arguments naming a file the harness's image ships (`[deps] image_files`, e.g. the
+    airflow harness's constraints) → that file in the harness folder, for the host's pip."""
+    if defn.path is None or not defn.deps.image_files:
+        return list(args)
+    shipped = {inside: str(defn.path / local) for inside, local in defn.deps.image_files.items()}
+    out: list[str] = []
+    for arg in args:
+        flag, equals, value = arg.partition("=")
+        if equals and flag.startswith("--") and value in shipped:
+            out.append(f"{flag}={shipped[value]}")
+        else:
+            out.append(shipped.get(arg, arg))
+    return out
+
+
 def fill(
     client: DockerClient,
     defn: HarnessDef,
@@ -312,9 +335,8 @@ def fill(
     installs = [expand_requirement_files(a, worktree) for a in pip_install_args(commands)]
     builds = [build_requirements(a, worktree, version) for a in installs]
     _download(house, version, builds, worktree, say)
-    _download(
-        house, version, [download_args(a, worktree, version) for a in installs], worktree, say
-    )
+    wanted = [host_paths(download_args(a, worktree, version), defn) for a in installs]
+    _download(house, version, wanted, worktree, say)
     # Build requirements are in the wheelhouse now: the backend can run offline.
     for args in installs:
         for project, extras in dynamic_projects(args, worktree):

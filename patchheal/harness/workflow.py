@@ -137,6 +137,7 @@ def derive(
         script = _expand(str(raw["run"]), {"matrix": chosen, "env": scope}, passthrough, notes)
         command = _fold(script, scope, raw, defaults, env)
         parsed.append(WorkflowStep(index, name, script, None, command))
+    _not_translated(body, notes)
     runs = [s for s in parsed if s.run is not None]
     if not runs:
         raise SpecError(f"job {job!r} in {path} has no `run:` steps to heal")
@@ -159,6 +160,28 @@ def derive(
         passthrough=sorted(set(passthrough)),
         notes=notes,
     )
+
+
+def _not_translated(body: dict[str, Any], notes: list[str]) -> None:
+    """Name the job's `services:` and `container:`: not translated yet, so never started."""
+    services = body.get("services")
+    if isinstance(services, dict) and services:
+        listed = ", ".join(
+            f"{name} ({spec.get('image') if isinstance(spec, dict) else spec})"
+            for name, spec in services.items()
+        )
+        notes.append(
+            f"job services {listed} are not started: `services:` is not translated yet; "
+            "a step that needs them fails without them (a compose file in the repository "
+            "runs them offline: docs/harnesses.md)"
+        )
+    container = body.get("container")
+    if container:
+        image = container.get("image") if isinstance(container, dict) else container
+        notes.append(
+            f"job container {image} is not used: `container:` is not translated yet; "
+            "the step runs in the harness's image"
+        )
 
 
 def _matrix_entry(body: dict[str, Any], wanted: dict[str, str], notes: list[str]) -> dict[str, str]:

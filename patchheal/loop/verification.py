@@ -15,6 +15,7 @@ from patchheal.errors import HarnessError
 from patchheal.failure.analysis import analyze
 from patchheal.harness.base import Harness
 from patchheal.models import CommandResult, Failure, Outcome, Verdict
+from patchheal.verdict.airflow import check_tasks
 from patchheal.verdict.judge import judge, worse
 
 
@@ -61,6 +62,8 @@ def verify(
         if result.timed_out is not None:
             return Outcome.TIMEOUT, _timeout(result, budget), log
         verdict = judge(result, baseline=baseline, expected_tests=failure.failing_tests)
+        if failure.source == "airflow":  # `tasks test` exits 0 for a skipped task
+            verdict = check_tasks(verdict, result.output, failure.failing_tests)
         if not verdict.passed:
             after = analyze(result.output, repo_root=str(tree), command=step.command).fingerprint
             change = (
@@ -111,4 +114,17 @@ def _regression(
         got_worse, why = worse(baseline, verdict)
     else:
         got_worse, why = not verdict.passed, verdict.reason
+    if got_worse:
+        why += _what_failed(result.output, command, tree)
     return (Outcome.REGRESSION if got_worse else None), why, log
+
+
+def _what_failed(output: str, command: str, tree: Path) -> str:
+    """' — ImportError in dags/weekly_report.py: ...': what the regression output says broke
+    (an exit code alone does not tell a reviewer which DAG file stopped parsing)."""
+    failure = analyze(output, repo_root=str(tree), command=command)
+    if not failure.error_type:
+        return ""
+    where = f" in {', '.join(failure.failing_tests[:3])}" if failure.failing_tests else ""
+    first = failure.message.split("\n", 1)[0][:200]
+    return f" — {failure.error_type}{where}: {first}"

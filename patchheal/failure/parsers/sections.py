@@ -29,6 +29,8 @@ MARKERS: dict[bytes, tuple[int, int]] = {
     b"= FAILURES =": (256, MAX_WINDOW),
     b"= ERRORS =": (256, MAX_WINDOW),
     b"Completed with ": (256, 32 * 1024),  # dbt's summary of failing nodes
+    b"Task failed with exception": (512, 64 * 1024),  # Airflow's failed task, its traceback
+    b"Failed to import: ": (512, 32 * 1024),  # Airflow: a DAG file that does not parse
     b"short test summary info": (256, 64 * 1024),
     b"\nFAIL: ": (256, 32 * 1024),
     b"\nERROR: ": (256, 32 * 1024),

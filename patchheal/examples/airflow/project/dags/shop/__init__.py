@@ -1,0 +1,1 @@
+"""The shop's order data, shared by its DAGs."""
