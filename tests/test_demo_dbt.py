@@ -15,6 +15,7 @@ from tests.healjobs import git
 
 @pytest.mark.docker
 @pytest.mark.slow
+@pytest.mark.timeout(1500)  # a cold run downloads dbt and DuckDB: ~9 min on a loaded machine
 @pytest.mark.usefixtures("require_docker")
 def test_dbt_example_heals_in_the_dbt_harness(tmp_path: Path) -> None:
     """The dbt failure is parsed (failing node, database error), a test-weakening patch is
