@@ -291,4 +291,5 @@ def test_jobs_sharing_a_fingerprint_on_two_workers_make_one_proposer_call(
         ("fixed", "memory"): 3,
     }
     ended = [e["data"]["ended"] for e in events() if e["type"] == "lease.waited"]
-    assert ended and set(ended) == {"fix verified"}
+    assert ended
+    assert set(ended) == {"fix verified"}
