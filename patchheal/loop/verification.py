@@ -15,7 +15,10 @@ from patchheal.errors import HarnessError
 from patchheal.failure.analysis import analyze
 from patchheal.harness.base import Harness
 from patchheal.models import CommandResult, Failure, Outcome, Verdict
+from patchheal.verdict.environment import environmental
 from patchheal.verdict.judge import judge, worse
+
+_NOT_JUDGED = "not judged: the environment failed, not the patch"
 
 
 def _run(
@@ -61,6 +64,10 @@ def verify(
         if result.timed_out is not None:
             return Outcome.TIMEOUT, _timeout(result, budget), log
         verdict = judge(result, baseline=baseline, expected_tests=failure.failing_tests)
+        unjudged = "" if verdict.passed else environmental(result, tree)
+        if unjudged:
+            # Not the patch's verdict: recorded so, its claim is released (never poisoned).
+            return Outcome.HARNESS_ERROR, f"{_NOT_JUDGED}: {unjudged}", log
         if not verdict.passed:
             after = analyze(result.output, repo_root=str(tree), command=step.command).fingerprint
             change = (
@@ -111,4 +118,7 @@ def _regression(
         got_worse, why = worse(baseline, verdict)
     else:
         got_worse, why = not verdict.passed, verdict.reason
+    unjudged = environmental(result, tree) if got_worse else ""
+    if unjudged:
+        return Outcome.HARNESS_ERROR, f"{_NOT_JUDGED} in the regression steps: {unjudged}", log
     return (Outcome.REGRESSION if got_worse else None), why, log
