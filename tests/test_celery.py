@@ -200,7 +200,8 @@ def test_a_worker_killed_mid_job_gives_it_back_and_another_heals_it(
         holder = next(lock for lock in store.list_locks() if lock.job_id == "killed")
     finally:
         store.close()
-    assert (fleet.worktree_root / "killed").is_dir()  # the run's workspace, mid-job
+    # The run's workspace, mid-job (keyed by store and job).
+    assert [p.name.split("@")[0] for p in fleet.worktree_root.iterdir()] == ["killed"]
     os.kill(holder.pid, signal.SIGKILL)  # the pool process healing the job, mid-proposal
     (gate / "go-1").touch()  # the killed run's agent, left alone, may end now
     (gate / "go-2").touch()
