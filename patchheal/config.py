@@ -185,8 +185,7 @@ class BudgetSpec(_Spec):
 
 
 class MemorySpec(_Spec):
-    """The `[memory]` table: how much the similar-failure search may show and spend, and
-    how runs sharing a fingerprint take turns asking a proposer."""
+    """The `[memory]` table: the similar-failure search's limits; proposal leases."""
 
     similar_fixes: int = Field(3, ge=0, le=100, description="fixes of similar failures shown")
     similar_failed: int = Field(
