@@ -14,6 +14,10 @@ Environmental, by what the run printed:
   (the job's environment does not put the project on the path): the README's
   bare `pytest` outside the environment setup installed into.
 
+A patch cannot turn this into a green verdict: at most, one that makes its
+step print `command not found` buys itself a verification in a later run
+(each still spends the attempt budget), never a `fixed`.
+
 A missing *dependency* is not on the list: a candidate that imports something
 not installed is a bad candidate. Setup failures and harness errors reach the
 verifier as HarnessError and are `harness_error` already.
