@@ -12,6 +12,9 @@ SQLite store per row.
   `patchheal worker`s that are already up; timed from submit to the last
   result. The baseline, in the same run, is `patchheal batch` of the same
   jobs in one process, then the 1-worker fleet is the ratio's base.
+- pool wait: from the 1-worker fleet's own log, how long each job after the
+  first waited between its receipt and its start (the pool process replaced
+  between jobs: `worker_max_tasks_per_child=1`).
 - shared fingerprint: --shared jobs (separate repositories, the same bug,
   so one fingerprint) whose proposer is a logging agent, submitted at once to
   2 workers; the table counts the agent's calls (target: 1, the other jobs
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -29,6 +33,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,6 +84,28 @@ def fleet(broker: str, workers: int, root: Path) -> Iterator[None]:
             proc.wait(timeout=60)
 
 
+_STAMP = r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}): "
+_RECEIVED = re.compile(_STAMP + r".*Task patchheal\.heal_job\[([\w-]+)\] received")
+_SUCCEEDED = re.compile(_STAMP + r".*Task patchheal\.heal_job\[([\w-]+)\] succeeded in ([\d.]+)s")
+
+
+def pool_waits(log: Path) -> list[float]:
+    """Per job after the first, from a worker's own log: seconds from the job's receipt to
+    the start of its run in a pool process (the process replacement between jobs)."""
+
+    def stamp(text: str) -> float:
+        return datetime.strptime(text, "%Y-%m-%d %H:%M:%S,%f").timestamp()
+
+    received: dict[str, float] = {}
+    waits = []
+    for line in log.read_text(errors="replace").splitlines():
+        if found := _RECEIVED.search(line):
+            received[found[2]] = stamp(found[1])
+        elif (found := _SUCCEEDED.search(line)) and found[2] in received:
+            waits.append(stamp(found[1]) - float(found[3]) - received[found[2]])
+    return waits[1:]  # the first job finds its process already started
+
+
 def calc_jobs(root: Path, count: int) -> list[Path]:
     specs = []
     for i in range(count):
@@ -123,6 +150,8 @@ def main() -> None:
             with fleet(broker, workers, work):
                 seconds = timed(submit_argv(broker, specs, work), os.environ.copy())
             rows.append((f"{workers} `patchheal worker`(s)", seconds))
+            if workers == 1:
+                waits = pool_waits(work / "worker-0.log")
         work = base / "shared"
         work.mkdir()
         fixer, log = write_fixer(work), work / "fixer.log"
@@ -150,6 +179,11 @@ def main() -> None:
     one = rows[1][1]
     for label, seconds in rows:
         print(f"| {label} | {seconds:.1f} | {opts.jobs * 60 / seconds:.1f} | {one / seconds:.2f} |")
+    if waits:
+        print(
+            f"\n1 worker, a job's wait for its pool process (receipt to start), {len(waits)} "
+            f"jobs: mean {sum(waits) / len(waits):.2f} s, max {max(waits):.2f} s"
+        )
     print()
     print(
         f"{opts.shared} jobs, one fingerprint, 2 workers: {calls} proposer call(s) "

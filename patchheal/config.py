@@ -185,7 +185,7 @@ class BudgetSpec(_Spec):
 
 
 class MemorySpec(_Spec):
-    """The `[memory]` table: how much the similar-failure search may show and spend."""
+    """The `[memory]` table: the similar-failure search's limits; proposal leases."""
 
     similar_fixes: int = Field(3, ge=0, le=100, description="fixes of similar failures shown")
     similar_failed: int = Field(
@@ -200,6 +200,20 @@ class MemorySpec(_Spec):
         gt=0,
         le=600,
         description="time the search may take; past it, results are marked degraded",
+    )
+    lease_wait_seconds: float = Field(
+        600.0,
+        ge=0,
+        le=86_400,
+        description="how long a step waits while another run holds the proposal lease of its "
+        "fingerprint (asks that run's fix first); then it asks its own proposer. 0: never waits",
+    )
+    lease_ttl_seconds: float = Field(
+        60.0,
+        ge=2,
+        le=3_600,
+        description="a proposal lease lapses this long after its holder's last heartbeat "
+        "(a holder whose pid is gone on this host loses it at once)",
     )
 
 

@@ -325,6 +325,14 @@ def start_heal(spec: Path, root: Path, *extra: str) -> subprocess.Popen[str]:
     )
 
 
+def workspace_of(job_id: str, db: Path) -> Path:
+    """The workspace folder a run of `job_id` against the store `db` uses (or used)."""
+    from patchheal.memory.db import resolve_db_url
+    from patchheal.workspace.worktrees import workspace_name, worktree_root
+
+    return worktree_root() / workspace_name(job_id, resolve_db_url(str(db)))
+
+
 def events_of(root: Path, job_id: str) -> list[dict[str, Any]]:
     """The job's events.jsonl as dicts (a torn last line is skipped)."""
     from patchheal.telemetry.events import EventLog

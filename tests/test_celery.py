@@ -200,7 +200,8 @@ def test_a_worker_killed_mid_job_gives_it_back_and_another_heals_it(
         holder = next(lock for lock in store.list_locks() if lock.job_id == "killed")
     finally:
         store.close()
-    assert (fleet.worktree_root / "killed").is_dir()  # the run's workspace, mid-job
+    # The run's workspace, mid-job (keyed by store and job).
+    assert [p.name.split("@")[0] for p in fleet.worktree_root.iterdir()] == ["killed"]
     os.kill(holder.pid, signal.SIGKILL)  # the pool process healing the job, mid-proposal
     (gate / "go-1").touch()  # the killed run's agent, left alone, may end now
     (gate / "go-2").touch()
@@ -243,3 +244,53 @@ def test_a_retryable_ending_is_retried_with_backoff_and_counted(
     assert len(starts) == 2
     assert ends[0]["data"]["status"] == "not_fixed"
     assert starts[1] - ends[0]["time"] >= BACKOFF  # the backoff was waited, by the queue
+
+
+@pytest.mark.slow
+def test_jobs_sharing_a_fingerprint_on_two_workers_make_one_proposer_call(
+    fleet: Fleet, tmp_path: Path
+) -> None:
+    """Four jobs with one bug (separate repositories): the first to take the fingerprint's
+    proposal lease asks its agent; the others wait for its fix and reuse it."""
+    fixer, log, gate = write_fixer(tmp_path), tmp_path / "fixer.log", tmp_path / "gate"
+    gate.mkdir()
+    specs = [
+        write_spec(
+            tmp_path / f"s-{i}.toml",
+            make_multi_repo(tmp_path / f"r{i}", 1),
+            job_id=f"shared-{i}",
+            steps=multi_steps(1),
+            proposer=fixer_proposer(fixer, log, gate=gate),
+        )
+        for i in range(4)
+    ]
+    waiting = submit(fleet, tmp_path, *specs)
+
+    def events() -> list[dict[str, Any]]:
+        return [e for i in range(4) for e in events_of(tmp_path, f"shared-{i}")]
+
+    # The holder's agent waits on its gate until the other worker's job waits on the lease.
+    wait_for(lambda: fixer_calls(log), timeout=120, what="the first proposer call")
+    wait_for(
+        lambda: any(e["type"] == "lease.waiting" for e in events()),
+        timeout=120,
+        what="the other worker's job waiting on the lease",
+    )
+    (gate / "go-1").touch()
+    (gate / "go-2").touch()  # a second call must not hang the test: it fails below
+    code, summaries = finish(waiting, fleet)
+    assert code == 0, fleet.log_text()
+    assert [s["status"] for s in summaries] == ["fixed"] * 4
+    assert len(fixer_calls(log)) == 1, fleet.log_text()
+    store = AttemptStore(str(tmp_path / "store.sqlite3"))
+    try:
+        attempts = store.attempts()
+    finally:
+        store.close()
+    assert Counter((a.outcome.value, a.proposer) for a in attempts) == {
+        ("fixed", "agent"): 1,
+        ("fixed", "memory"): 3,
+    }
+    ended = [e["data"]["ended"] for e in events() if e["type"] == "lease.waited"]
+    assert ended
+    assert set(ended) == {"fix verified"}

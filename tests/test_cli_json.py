@@ -35,7 +35,12 @@ def test_worktree_list_json() -> None:
     done = CliRunner().invoke(cli, ["worktree", "list", "--json"])
     assert done.exit_code == 0, done.output
     assert _lines(done.stdout) == [
-        {"job_id": "job-a", "name": "verify", "path": str(root / "job-a" / "wt" / "verify")}
+        {
+            "job_id": "job-a",
+            "store_key": "",
+            "name": "verify",
+            "path": str(root / "job-a" / "wt" / "verify"),
+        }
     ]
 
 

@@ -26,7 +26,6 @@ import pytest
 
 from patchheal.memory.store import AttemptStore
 from patchheal.telemetry.events import EventLog
-from patchheal.workspace.worktrees import worktree_root
 from tests.healjobs import (
     FIX,
     WRONG,
@@ -39,6 +38,7 @@ from tests.healjobs import (
     patchheal_cli,
     start_heal,
     state_args,
+    workspace_of,
     write_fixer,
     write_spec,
 )
@@ -108,7 +108,6 @@ def test_sigkill_at_random_points_then_resume_finishes_and_gc_cleans(tmp_path: P
     rng = random.Random(SEED)
     kills: list[tuple[int, str, str]] = []
     rounds = 0
-    wt_root = worktree_root()
     while len(kills) < MIN_KILLS and rounds < MAX_ROUNDS:
         rounds += 1
         root = tmp_path / f"round-{rounds}"
@@ -136,13 +135,13 @@ def test_sigkill_at_random_points_then_resume_finishes_and_gc_cleans(tmp_path: P
         # The killed run's workspace is garbage now; gc finds and removes it.
         done = patchheal_cli("gc", "--db", str(db))
         assert done.returncode == 0, done.stderr
-        assert not (wt_root / job).exists(), done.stdout
+        assert not workspace_of(job, db).exists(), done.stdout
         done = patchheal_cli("heal", str(spec), *state_args(root), "--resume", "--json")
         assert done.returncode == 0, f"round {rounds}: resume failed:\n{done.stderr}"
         _check_store(db)
         done = patchheal_cli("gc", "--db", str(db))
         assert done.returncode == 0, done.stderr
-        assert not (wt_root / job).exists()
+        assert not workspace_of(job, db).exists()
         # The event log, torn lines and all, still tells the store's story.
         runs = str(root / "var" / "runs")
         done = patchheal_cli("store", "rebuild", "--runs", runs, "--db", str(db))

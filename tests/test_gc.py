@@ -17,6 +17,7 @@ from harness_support import engine, labelled, python_def, python_image, python_p
 
 from patchheal.harness import containers
 from patchheal.workspace.worktrees import worktree_root
+from tests.healjobs import workspace_of
 
 __all__ = ["engine", "python_def", "python_image"]
 
@@ -135,12 +136,12 @@ def test_gc_cleans_up_after_a_killed_heal(
     wait_for_container(engine, job_id, proc)
     kill9(proc)
     assert gone_by_itself(engine, job_id)
-    assert (worktree_root() / job_id).is_dir()
+    assert workspace_of(job_id, db).is_dir()
 
     done = patchheal("gc", "--db", str(db))
     assert done.returncode == 0, done.stderr
     assert labelled(engine, job_id) == {"containers": [], "networks": [], "volumes": []}
-    assert not (worktree_root() / job_id).exists()
+    assert not workspace_of(job_id, db).exists()
 
 
 def test_gc_leaves_a_live_owner_alone(engine: Any, python_image: str) -> None:

@@ -84,3 +84,69 @@ def test_control_on_a_job_with_no_live_run_is_refused(tmp_path: Path) -> None:
     assert "has no running heal" in done.stderr
     with AttemptStore(str(db)) as store:
         assert store.controls("calc") == []
+
+
+def test_a_workspace_is_keyed_by_store_and_job(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from patchheal.memory.db import resolve_db_url
+    from patchheal.workspace.worktrees import JobWorkspace, workspace_job
+
+    repo = make_calc_repo(tmp_path)
+    a, b = resolve_db_url(str(tmp_path / "a.sqlite3")), resolve_db_url(str(tmp_path / "b.sqlite3"))
+    one, other = (JobWorkspace(repo, "main", "job", store=url).dir for url in (a, b))
+    assert one != other
+    assert one.parent == other.parent
+    assert workspace_job(one.name)[0] == workspace_job(other.name)[0] == "job"
+    # The same store however it is spelled (relative, from its folder): the same folder.
+    monkeypatch.chdir(tmp_path)
+    spelled = resolve_db_url("a.sqlite3")
+    assert JobWorkspace(repo, "main", "job", store=spelled).dir == one
+
+
+@pytest.mark.slow
+def test_two_runs_of_one_job_id_against_two_stores_share_no_workspace(tmp_path: Path) -> None:
+    """Both runs mid-proposal at once: each has its own private repository and worktrees,
+    and neither's cleanup takes the other's away."""
+    from tests.healjobs import (
+        fixer_calls,
+        fixer_proposer,
+        make_multi_repo,
+        multi_steps,
+        start_heal,
+        wait_for,
+        workspace_of,
+        write_fixer,
+    )
+
+    gate, log = tmp_path / "gate", tmp_path / "calls.log"
+    gate.mkdir()
+    spec = write_spec(
+        tmp_path / "job.toml",
+        make_multi_repo(tmp_path, 1),
+        job_id="same-id",
+        steps=multi_steps(1),
+        proposer=fixer_proposer(write_fixer(tmp_path), log, gate=gate),
+    )
+    roots = [tmp_path / "a", tmp_path / "b"]
+    runs = [start_heal(spec, root) for root in roots]
+    try:
+        wait_for(lambda: len(fixer_calls(log)) == 2, timeout=120, what="both runs proposing")
+        spaces = [workspace_of("same-id", root / "store.sqlite3") for root in roots]
+        assert spaces[0] != spaces[1]
+        assert all((space / "repo.git").is_dir() for space in spaces)
+        trees = {c["target"] for c in fixer_calls(log)}
+        assert trees == {"b1.py"}  # each agent found its bug in a worktree of its own
+        (gate / "go-1").touch()
+        _, err = runs[0].communicate(timeout=180)
+        assert runs[0].returncode == 0, err
+        assert not spaces[0].exists()  # cleaned up after itself ...
+        assert (spaces[1] / "repo.git").is_dir()  # ... and only after itself
+        (gate / "go-2").touch()
+        _, err = runs[1].communicate(timeout=180)
+        assert runs[1].returncode == 0, err
+    finally:
+        for run in runs:
+            if run.poll() is None:
+                run.kill()
+                run.communicate()

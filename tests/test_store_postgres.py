@@ -91,6 +91,7 @@ def test_the_schema_is_created_on_postgres_with_the_claims_unique_constraint(
         "locks",
         "lock_audit",
         "outcomes",
+        "proposal_leases",
     }
     [(definition,)] = sql(
         store,
@@ -642,3 +643,11 @@ def test_two_workers_share_one_postgres_store_and_never_verify_a_patch_twice(
     for job_id in statuses.keys() - fixed:
         outcomes = [a.outcome for a in attempts if a.job_id == job_id]
         assert Outcome.REJECTED_REPEAT in outcomes, (job_id, outcomes)
+
+
+def test_racing_processes_on_postgres_get_one_proposal_lease(db_url: str) -> None:
+    """The lease's read-decide-write runs under the store's advisory lock: one winner."""
+    from tests.test_lease import race
+
+    answers = race(db_url, 6)
+    assert sorted(answers) == ["granted"] + ["refused"] * 5

@@ -83,11 +83,12 @@ def worker(
     settings = QueueSettings(queue_attempts, backoff, backoff_cap, infra_requeues)
     _preload_heal_stack()
     configure(app, broker, settings=settings, visibility_timeout=visibility_timeout)
+    # Prefork, one fresh process per job, replaced without Celery's 5 s lag (celery/pool.py).
+    app.conf.worker_pool = "patchheal.celery.pool:TaskPool"
     argv = [
         "worker",
         f"--loglevel={loglevel}",
         f"--concurrency={concurrency}",
-        "--pool=prefork",
         "--without-gossip",
         "--without-mingle",
     ]

@@ -20,20 +20,21 @@ def list_(as_json: bool) -> None:
     """List the worktrees patchheal holds, per job."""
     import json
 
-    from patchheal.workspace.worktrees import worktree_root
+    from patchheal.workspace.worktrees import workspace_job, worktree_root
 
     root = worktree_root()
     found = sorted(p for p in root.glob("*/wt/*") if p.is_dir()) if root.is_dir() else []
     if as_json:
         for path in found:
-            row = {"job_id": path.parent.parent.name, "name": path.name, "path": str(path)}
+            job_id, key = workspace_job(path.parent.parent.name)
+            row = {"job_id": job_id, "store_key": key, "name": path.name, "path": str(path)}
             click.echo(json.dumps(row))
         return
     if not found:
         click.echo(f"no worktrees under {root}")
         return
     for path in found:
-        click.echo(f"{path.parent.parent.name:<24} {path.name:<20} {path}")
+        click.echo(f"{workspace_job(path.parent.parent.name)[0]:<24} {path.name:<20} {path}")
 
 
 @worktree.command("open")
@@ -64,7 +65,7 @@ def open_(attempt_id: int, db: str, state_dir: Path | None) -> None:
     if job is None:
         raise BadInput(f"attempt {attempt_id} belongs to unknown job {record.job_id!r}")
     # The store keeps the base commit the run resolved, not the moving ref.
-    workspace = JobWorkspace(Path(job.repo), job.base, record.job_id)
+    workspace = JobWorkspace(Path(job.repo), job.base, record.job_id, store=store.url)
     workspace.open()
     tree = workspace.worktree(f"attempt-{attempt_id}")
     paths = RunPaths(state_dir_for(db, state_dir), record.job_id, Scrubber())
@@ -84,14 +85,16 @@ def open_(attempt_id: int, db: str, state_dir: Path | None) -> None:
 @click.argument("job_id")
 @click.option("--db", default=str(DEFAULT_DB), show_default=True)
 def rm(job_id: str, db: str) -> None:
-    """Remove every worktree (and the private repository) of JOB_ID."""
+    """Remove every worktree (and the private repository) of JOB_ID in the store --db."""
     import shutil
 
-    from patchheal.workspace.worktrees import worktree_root
+    from patchheal.memory.db import resolve_db_url
+    from patchheal.workspace.worktrees import workspace_name, worktree_root
 
-    target = worktree_root() / job_id
+    url = resolve_db_url(db, create=False)
+    target = worktree_root() / workspace_name(job_id, url)
     if not target.exists():
-        click.echo(f"no worktrees for {job_id} under {worktree_root()}")
+        click.echo(f"no worktrees for {job_id} of the store {db} under {worktree_root()}")
         return
     shutil.rmtree(target)
     click.echo(f"removed {target}")

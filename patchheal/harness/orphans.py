@@ -147,7 +147,7 @@ def stale_workspaces(
 
 
 def _judge(job_dir: Path, store: Any, mounted: set[str]) -> str | None:
-    from patchheal.workspace.worktrees import TRASH_PREFIX
+    from patchheal.workspace.worktrees import TRASH_PREFIX, store_key, workspace_job
 
     if job_dir.name.startswith(TRASH_PREFIX):
         return "its run died while deleting it"
@@ -160,9 +160,9 @@ def _judge(job_dir: Path, store: Any, mounted: set[str]) -> str | None:
             if containers.owner_alive(labels):
                 return None
             return f"its owner pid {labels.get(containers.LABEL_PID)} is gone"
-    if store is None:
-        return None
-    job_id = job_dir.name
+    job_id, key = workspace_job(job_dir.name)
+    if store is None or (key and key != store_key(store.url)):
+        return None  # another store's workspace: only that store can tell
     for lock in store.list_locks():
         if lock.job_id == job_id and store.lock_state(lock)[0] == "live":
             return None

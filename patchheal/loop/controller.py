@@ -184,7 +184,10 @@ class HealLoop:
         metrics = Metrics(
             self.options.statsd_host, self.options.statsd_port, prefix=self.options.statsd_prefix
         )
-        workspace = JobWorkspace(Path(self.spec.job.repo), self.spec.job.base, self.job_id)
+        # Keyed by store and job: a run of this job id against another store never shares it.
+        workspace = JobWorkspace(
+            Path(self.spec.job.repo), self.spec.job.base, self.job_id, store=store.url
+        )
         harness: Harness | None = None
         started = False
         controls = ControlReader(

@@ -90,6 +90,16 @@ class StepMemory:
                 return record
         return None
 
+    def fresh_fix(self, step: StepState) -> bool:
+        """Whether a fix verified for this fingerprint that this step has not tried yet."""
+        fp = step.failure.fingerprint
+        failed_in_ci = self.store.failed_in_ci(fp)
+        return any(
+            known.normalized_diff_hash not in self.reused
+            and known.normalized_diff_hash not in failed_in_ci
+            for known in self.store.verified_fixes(fp, limit=3)
+        )
+
     def note(self, record: AttemptRecord, candidate: Candidate) -> None:
         """Remember a candidate whose claim another run holds and has not judged yet."""
         if record.outcome is not Outcome.REJECTED_REPEAT or not record.normalized_diff_hash:

@@ -20,6 +20,7 @@ from patchheal.loop.checkpoints import (
     replay,
 )
 from patchheal.loop.controls import ControlReader, Directive
+from patchheal.loop.lease import ProposalLease
 from patchheal.loop.reproduce import reproduce
 from patchheal.loop.state import JobState
 from patchheal.loop.step import JobBudget, StepHealer, StepResult, first_line
@@ -96,6 +97,16 @@ class StepSequence:
             spec.budget.max_model_tokens,
         )
         self.numbers = self._attempt_numbers()
+        self.lease = ProposalLease(
+            store,
+            events,
+            job_id=state.job_id,
+            owner=f"run {state.run_id}",
+            ttl_seconds=spec.memory.lease_ttl_seconds,
+            wait_seconds=spec.memory.lease_wait_seconds,
+            say=say,
+            sleep=sleep,
+        )
 
     def run(self, first: int) -> str | None:
         """The commit with every step fixed, or None when the job stopped (see JobState.stop)."""
@@ -249,6 +260,7 @@ class StepSequence:
             lambda: next(self.numbers),
             self.say,
             hard_resets_done=self.hard_resets.get(step.index, 0),
+            lease=self.lease,
         )
         result = healer.heal(step)
         self.hard_resets[step.index] = healer.hard_resets_done

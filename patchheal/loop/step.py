@@ -18,6 +18,7 @@ from patchheal.evidence.history import breaking_change, recent_history
 from patchheal.loop.approach import choose_approach, exhausted_bucket
 from patchheal.loop.attempt import VERIFIED_OUTCOMES, AttemptRunner, StepState
 from patchheal.loop.controls import ControlReader, Directive
+from patchheal.loop.lease import ProposalLease
 from patchheal.loop.recall import StepMemory
 from patchheal.memory.hints import SimilarLimits
 from patchheal.models import AttemptRecord, Candidate, Classification, Outcome, StepEnd
@@ -102,8 +103,17 @@ class StepHealer:
     next_number: Callable[[], int]
     say: Callable[[str], None]
     hard_resets_done: int = 0
+    lease: ProposalLease | None = None
+    """Turns on the fingerprint with other runs (None: this healer never waits for one)."""
 
     def heal(self, step: StepState) -> StepResult:
+        try:
+            return self._heal(step)
+        finally:  # however the step ends (fixed, stopped, an exception): the lease goes back
+            if self.lease is not None:
+                self.lease.release()
+
+    def _heal(self, step: StepState) -> StepResult:
         memory = StepMemory(
             self.runner.store, self._attempt_reuse, self.say, sleep=self.controls.sleep
         )
@@ -186,6 +196,8 @@ class StepHealer:
             return self._take(tally.pending.pop(0), tally, memory, step)
         assert picked is not None
         index, proposer = picked
+        if not self._may_propose(memory, step):
+            return None  # a fix another run verified meanwhile is reused at the top
         try:
             candidate = self._propose(proposer, step, escalate=tally.escalate)
         except StepTimeout as exc:
@@ -210,6 +222,27 @@ class StepHealer:
             tally.exhausted.add(index)
             return None
         return self._take(candidate, tally, memory, step)
+
+    def _may_propose(self, memory: StepMemory, step: StepState) -> bool:
+        """Hold the fingerprint's proposal lease, or wait (bounded) for the run that does."""
+        if self.lease is None:
+            return True
+        left = float("inf")
+        if self.budget.wall_seconds is not None:
+            left = self.budget.wall_seconds - (time.time() - self.budget.started)
+        return self.lease.ready(
+            step.failure.fingerprint,
+            step_index=step.index,
+            limit=left,
+            fresh_fix=lambda: memory.fresh_fix(step),
+            interrupted=self._interrupted,
+        )
+
+    def _interrupted(self) -> bool:
+        """An operator command is waiting (it stays queued for the step loop to act on)."""
+        directive = self.controls.poll()
+        self.controls.hold(directive)
+        return directive.action != "continue"
 
     def _take(
         self, candidate: Candidate, tally: _Tally, memory: StepMemory, step: StepState

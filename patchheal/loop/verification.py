@@ -16,7 +16,10 @@ from patchheal.failure.analysis import analyze
 from patchheal.harness.base import Harness
 from patchheal.models import CommandResult, Failure, Outcome, Verdict
 from patchheal.verdict.airflow import check_tasks
+from patchheal.verdict.environment import environmental
 from patchheal.verdict.judge import judge, worse
+
+_NOT_JUDGED = "not judged: the environment failed, not the patch"
 
 
 def _run(
@@ -64,6 +67,10 @@ def verify(
         verdict = judge(result, baseline=baseline, expected_tests=failure.failing_tests)
         if failure.source == "airflow":  # `tasks test` exits 0 for a skipped task
             verdict = check_tasks(verdict, result.output, failure.failing_tests)
+        unjudged = "" if verdict.passed else environmental(result, tree)
+        if unjudged:
+            # Not the patch's verdict: recorded so, its claim is released (never poisoned).
+            return Outcome.HARNESS_ERROR, f"{_NOT_JUDGED}: {unjudged}", log
         if not verdict.passed:
             after = analyze(result.output, repo_root=str(tree), command=step.command).fingerprint
             change = (
@@ -114,6 +121,9 @@ def _regression(
         got_worse, why = worse(baseline, verdict)
     else:
         got_worse, why = not verdict.passed, verdict.reason
+    unjudged = environmental(result, tree) if got_worse else ""
+    if unjudged:
+        return Outcome.HARNESS_ERROR, f"{_NOT_JUDGED} in the regression steps: {unjudged}", log
     if got_worse:
         why += _what_failed(result.output, command, tree)
     return (Outcome.REGRESSION if got_worse else None), why, log

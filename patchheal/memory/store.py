@@ -19,6 +19,7 @@ from sqlmodel import col
 from patchheal.errors import BadInput
 from patchheal.memory.controls import ControlMixin
 from patchheal.memory.db import resolve_db_url
+from patchheal.memory.leases import LeaseMixin
 from patchheal.memory.locks import LockMixin
 from patchheal.memory.outcomes import OutcomeMixin
 from patchheal.memory.records import (
@@ -55,7 +56,7 @@ JUDGED = frozenset({Outcome.FIXED, Outcome.NO_EFFECT, Outcome.REGRESSION, Outcom
 _CLAIM_SQL = "SELECT attempt_id FROM claims WHERE fingerprint = ? AND normalized_diff_hash = ?"
 
 
-class AttemptStore(LockMixin, ControlMixin, OutcomeMixin):
+class AttemptStore(LockMixin, LeaseMixin, ControlMixin, OutcomeMixin):
     """What the loop remembers across steps, runs and jobs."""
 
     def __init__(self, url: str | Path, *, create: bool = True) -> None:

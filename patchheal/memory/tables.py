@@ -157,6 +157,24 @@ class LockAuditRow(SQLModel, table=True):
     at: float
 
 
+class LeaseRow(SQLModel, table=True):
+    """The right to ask a proposer about one fingerprint: one run at a time, until it lapses.
+
+    Not a claim: a claim is held once ever; a lease is held while its run heals the
+    step (its heartbeat pushes `expires_at`) and is released when the step ends."""
+
+    __tablename__ = "proposal_leases"
+
+    fingerprint: str = Field(primary_key=True)
+    job_id: str
+    owner: str
+    pid: int
+    host: str
+    pid_started: int | None = None
+    acquired_at: float
+    expires_at: float
+
+
 class OutcomeRow(SQLModel, table=True):
     """What happened to a verified patch after it left: its pull request and what real CI
     said. A new table, so an existing store gets it from `create_all` with no migration."""
@@ -186,4 +204,5 @@ ALL_TABLES = [
     LockRow.__table__,  # type: ignore[attr-defined]
     LockAuditRow.__table__,  # type: ignore[attr-defined]
     OutcomeRow.__table__,  # type: ignore[attr-defined]
+    LeaseRow.__table__,  # type: ignore[attr-defined]
 ]

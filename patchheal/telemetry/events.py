@@ -42,6 +42,9 @@ EVENT_TYPES: frozenset[str] = frozenset(
         "control.received",
         "control.applied",
         "lock.reclaimed",
+        "lease.acquired",
+        "lease.waiting",
+        "lease.waited",
     }
 )
 # The seed spec names events `task.<name>` (`task.self_heal.exhausted`). The log is

@@ -87,6 +87,27 @@ def worktree_root() -> Path:
     return Path(tempfile.gettempdir()) / f"patchheal-{os.getuid()}" / "worktrees"
 
 
+# Between a job id and its store's key in a workspace's folder name; never in a job id.
+STORE_SEPARATOR = "@"
+
+
+def store_key(store_url: str) -> str:
+    """A short stable name for a store (its resolved URL hashed: no path, no password)."""
+    return hashlib.sha256(store_url.encode()).hexdigest()[:12]
+
+
+def workspace_name(job_id: str, store_url: str = "") -> str:
+    """The folder of a job's workspace: keyed by store and job, so two runs of one job id
+    against two stores never share a private repository or a worktree."""
+    return f"{job_id}{STORE_SEPARATOR}{store_key(store_url)}" if store_url else job_id
+
+
+def workspace_job(folder: str) -> tuple[str, str]:
+    """(job id, store key) of a workspace folder's name ('' key: not keyed by a store)."""
+    job_id, _, key = folder.rpartition(STORE_SEPARATOR)
+    return (job_id, key) if job_id else (folder, "")
+
+
 def worktree_diff(path: Path, base: str | None = None) -> str:
     """Every change in a worktree against `base` (default HEAD), untracked files
     included, binary-safe; built in a temporary index so the real one is untouched."""
@@ -120,15 +141,18 @@ def file_checksums(root: Path, files: Iterable[str]) -> dict[str, str | None]:
 
 
 class JobWorkspace:
-    """The private repository and worktrees of one job under root/<job_id>/."""
+    """The private repository and worktrees of one job under root/<job_id>@<store key>/
+    (root/<job_id>/ when no store is named: `patchheal harness run`)."""
 
-    def __init__(self, repo: Path, base: str, job_id: str, root: Path | None = None) -> None:
+    def __init__(
+        self, repo: Path, base: str, job_id: str, root: Path | None = None, *, store: str = ""
+    ) -> None:
         if not _SAFE_NAME.match(job_id):
             raise BadInput(f"job id {job_id!r} cannot name a workspace directory")
         self.repo = Path(repo).expanduser().absolute()
         self.base = base
         self.job_id = job_id
-        self.dir = (root or worktree_root()).absolute() / job_id
+        self.dir = (root or worktree_root()).absolute() / workspace_name(job_id, store)
         self.private = self.dir / "repo.git"
         self.worktrees_dir = self.dir / "wt"
         self.cache_dir = self.dir / "cache"
