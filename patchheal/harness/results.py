@@ -26,12 +26,14 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from patchheal.models import TestResults
+from patchheal.models import TestResults, TestTrace
 
 COLLECTORS = Path(__file__).resolve().parent / "collectors"
 DIR_ENV = "PATCHHEAL_RESULTS_DIR"
 TOKEN_ENV = "PATCHHEAL_RESULTS_TOKEN"
 NODE_JUNIT = "node-junit.xml"
+# Failing tests whose trace is kept (as collectors/patchheal_trace.py bounds it).
+MAX_TRACED_TESTS = 20
 # Worst first, as in collectors/patchheal_results.py.
 _RANK = {"error": 0, "failed": 1, "passed": 2, "xfailed": 3, "skipped": 4}
 
@@ -85,6 +87,7 @@ class ResultsChannel:
         runners: list[str] = []
         tampered: list[str] = []
         rejected: list[str] = []
+        traces: dict[str, TestTrace] = {}
 
         def merge(found: Mapping[str, str]) -> None:
             for test_id, outcome in found.items():
@@ -100,6 +103,7 @@ class ResultsChannel:
                 merge(record.outcomes)
                 defined_in.update(record.defined_in)
                 tampered += [f"{record.runner}: {t}" for t in record.tampered]
+                _add_traces(traces, record.traces)
             elif path.name == NODE_JUNIT:
                 parsed = _junit(path)
                 if parsed is None:
@@ -125,6 +129,7 @@ class ResultsChannel:
             runners=tuple(runners),
             tampered=tuple(tampered),
             rejected=tuple(rejected),
+            traces=traces,
         )
 
     def close(self) -> None:
@@ -139,6 +144,22 @@ class _Record(BaseModel):
     outcomes: dict[str, str] = {}
     defined_in: dict[str, str] = {}
     tampered: list[str] = []
+    traces: dict[str, object] = {}
+    """Step-controlled (the step runs in the collector's process): validated one by one in
+    `_add_traces`, so a malformed trace never costs the record its outcomes."""
+
+
+def _add_traces(into: dict[str, TestTrace], found: Mapping[str, object]) -> None:
+    """The well-formed traces of `found`, bounded (TestTrace's limits, MAX_TRACED_TESTS)."""
+    for test_id, raw in found.items():
+        if len(into) >= MAX_TRACED_TESTS:
+            return
+        if len(test_id) > 1000 or test_id in into:
+            continue
+        try:
+            into[test_id] = TestTrace.model_validate(raw)
+        except ValueError:  # pydantic's ValidationError: an oversized or forged trace
+            continue
 
 
 def _verified(path: Path, token: str) -> _Record | None:

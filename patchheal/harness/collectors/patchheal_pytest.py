@@ -6,6 +6,10 @@ patch could replace to make a test "pass" without running it
 (`Function.runtest = lambda self: None`) and reports them as tampered if they
 changed by the end of the session. A session that never finishes (os._exit,
 a crash) writes nothing, which the verdict treats as no results.
+
+Around each test's call phase it also traces the project functions the test
+executes (patchheal_trace.py); the traces of failing tests go into the record
+as evidence for localization, never for the verdict.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ import _pytest.reports
 import _pytest.runner
 import _pytest.unittest
 import patchheal_results as channel
+import patchheal_trace
+import pytest
 
 _OWNERS: dict[str, Any] = {
     "python.Function": _pytest.python.Function,
@@ -65,16 +71,39 @@ def _record(test_id: str, outcome: str) -> None:
     _outcomes[test_id] = channel.worst(_outcomes.get(test_id), outcome)
 
 
-def pytest_runtest_call(item: Any) -> None:
+_traces: dict[str, Any] = {}
+_failed_traces: dict[str, dict[str, Any]] = {}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: Any) -> Any:
     function = getattr(item, "obj", None)
     code = getattr(inspect.unwrap(function), "__code__", None) if function else None
+    root = str(item.config.rootpath)
     if code is not None:
-        root = str(item.config.rootpath)
         _defined_in[item.nodeid] = channel.where(os.path.abspath(code.co_filename), root)  # noqa: PTH100
+    trace = patchheal_trace.TestTrace(root)
+    trace.start()
+    try:
+        outcome = yield
+    finally:
+        trace.stop()
+    excinfo = outcome.excinfo
+    if excinfo is not None:
+        trace.failed_with(excinfo[2])
+    _traces[item.nodeid] = trace
+
+
+def _keep_trace(test_id: str, outcome: str) -> None:
+    trace = _traces.pop(test_id, None)
+    failing = outcome in {"failed", "error"}
+    if trace is not None and failing and len(_failed_traces) < patchheal_trace.MAX_TESTS:
+        _failed_traces[test_id] = trace.record()
 
 
 def pytest_runtest_logreport(report: Any) -> None:
     if report.when == "call":
+        _keep_trace(report.nodeid, "failed" if report.failed else report.outcome)
         if hasattr(report, "wasxfail"):
             _record(report.nodeid, "xfailed" if report.skipped else "failed")
         else:
@@ -93,5 +122,11 @@ def pytest_collectreport(report: Any) -> None:
 def pytest_sessionfinish(session: Any, exitstatus: Any) -> None:
     tampered = [name for name, obj in _WATCHED.items() if _current(name) is not obj]
     channel.write(
-        "pytest", {"outcomes": _outcomes, "defined_in": _defined_in, "tampered": tampered}
+        "pytest",
+        {
+            "outcomes": _outcomes,
+            "defined_in": _defined_in,
+            "tampered": tampered,
+            "traces": _failed_traces,
+        },
     )
