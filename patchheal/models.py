@@ -102,6 +102,7 @@ class TracedCall(_Model):
     calls: int = Field(ge=0)
     order: int = Field(ge=0, description="0 for the first project function the test called")
     depth: int = Field(description="call depth below the test function (1 = called by it)")
+    passed_by: int = Field(0, ge=0, description="passing tests of the same run that ran it")
 
 
 class TracedFrame(_Model):
@@ -119,6 +120,7 @@ class TestTrace(_Model):
 
     functions: tuple[TracedCall, ...] = Field((), max_length=400)
     frames: tuple[TracedFrame, ...] = Field((), max_length=60)
+    passed_tests: int = Field(0, ge=0, description="tests of the same run that passed")
 
 
 class TestResults(_Model):

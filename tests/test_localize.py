@@ -212,7 +212,9 @@ RULES = (
     + "\n\ndef dispatch(kind, cart):\n    return _RULES[kind](cart)\n"
 )
 API = "from shop import rules\n\n\ndef checkout(cart):\n    return rules.dispatch('total', cart)\n"
-API_TEST = "from shop.api import checkout\n\n\ndef test_checkout():\n    assert checkout([1, 2]) == 3\n"
+API_TEST = (
+    "from shop.api import checkout\n\n\ndef test_checkout():\n    assert checkout([1, 2]) == 3\n"
+)
 
 
 def test_what_the_failing_test_executed_brings_code_no_name_leads_to(
@@ -228,8 +230,11 @@ def test_what_the_failing_test_executed_brings_code_no_name_leads_to(
     )
     test = "tests/test_api.py::test_checkout"
     # The reproduction's run, for real: pytest with patchheal's collector.
-    run = LocalHarness().run(f"python -m pytest -q {test}", repo, timeout=120, idle_timeout=120)
-    assert run.tests is not None and set(run.tests.traces) == {test}, run.output
+    run = LocalHarness().run(
+        f"python -m pytest -q {test}", repo, timeout=120, idle_timeout=120, trace=True
+    )
+    assert run.tests is not None, run.output
+    assert set(run.tests.traces) == {test}
     failure = analyze(run.output, repo_root=str(repo), command=f"pytest -q {test}")
 
     def rendered(traces: dict[str, TestTrace]) -> str:
@@ -258,7 +263,8 @@ def test_what_the_failing_test_executed_brings_code_no_name_leads_to(
         budget_tokens=1200,
     )
     ranked = [s for s in found.spans if s.file == "shop/rules.py"]
-    assert ranked and not any(s.whole_file for s in ranked)
+    assert ranked
+    assert not any(s.whole_file for s in ranked)
     assert not any(
         s.start <= RULES.splitlines().index("def _rule_3(cart):") + 1 <= s.end for s in ranked
     )  # a rule the test never ran is not shown

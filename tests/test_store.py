@@ -309,7 +309,8 @@ def test_approach_and_degraded_memory_are_stored_per_attempt_scrubbed(
     with contextlib.closing(sqlite3.connect(tmp_path / "mem" / "attempts.sqlite3")) as db:
         row = db.execute("SELECT approach, memory_degraded FROM attempts").fetchone()
     assert row[0] == "gather_more_context"
-    assert "timed out" in row[1] and GH_TOKEN not in row[1]
+    assert "timed out" in row[1]
+    assert GH_TOKEN not in row[1]
 
 
 def test_a_store_from_before_the_approach_columns_opens_and_keeps_its_rows(

@@ -41,8 +41,8 @@ TESTS = (
 PROJECT = {"pkg/__init__.py": "", "pkg/core.py": CORE, "tests/test_core.py": TESTS}
 
 
-def _run_local(repo: Path, command: str = "python -m pytest -q tests") -> Any:
-    result = LocalHarness().run(command, repo, timeout=120, idle_timeout=120)
+def _run_local(repo: Path, command: str = "python -m pytest -q tests", trace: bool = True) -> Any:
+    result = LocalHarness().run(command, repo, timeout=120, idle_timeout=120, trace=trace)
     assert result.tests is not None, result.output
     return result.tests
 
@@ -60,6 +60,9 @@ def test_only_failing_tests_are_traced_with_the_project_functions_they_ran(
     ran = [(c.file, c.name, c.line, c.calls) for c in wrong.functions]
     # In call order; the test's own helper and anything outside the project are left out.
     assert ran == [("pkg/core.py", "compute", 5, 1), ("pkg/core.py", "helper", 1, 1)]
+    # Contrasted with the passing test, which ran both too.
+    assert wrong.passed_tests == 1
+    assert [c.passed_by for c in wrong.functions] == [1, 1]
     assert wrong.functions[1].depth == wrong.functions[0].depth + 1
     raised = tests.traces["tests/test_core.py::test_raises"]
     assert [c.name for c in raised.functions] == ["Box.open"]
@@ -71,6 +74,15 @@ def test_only_failing_tests_are_traced_with_the_project_functions_they_ran(
     assert raised.frames[-1].line == 15
     # Evidence only: never written with the results a verdict is persisted with.
     assert "traces" not in tests.model_dump()
+
+
+def test_only_a_run_that_asks_for_it_is_traced(
+    make_repo: Callable[[dict[str, str]], Path],
+) -> None:
+    """Verification runs are not slowed down by a trace nobody reads."""
+    tests = _run_local(make_repo(PROJECT), trace=False)
+    assert tests.outcomes["tests/test_core.py::test_wrong_value"] == "failed"
+    assert tests.traces == {}
 
 
 def test_a_trace_is_bounded_to_the_earliest_functions(
@@ -132,10 +144,13 @@ def test_the_docker_harness_brings_back_the_trace_of_a_failing_test(
     repo = make_repo(PROJECT)
     harness = DockerHarness(python_def, job_id=f"t-trace-{os.getpid()}")
     try:
-        result = harness.run("python -m pytest -q tests", repo, timeout=120, idle_timeout=120)
+        result = harness.run(
+            "python -m pytest -q tests", repo, timeout=120, idle_timeout=120, trace=True
+        )
     finally:
         harness.close()
-    assert result.harness == "docker:python" and result.tests is not None, result.output
+    assert result.harness == "docker:python"
+    assert result.tests is not None, result.output
     traces = result.tests.traces
     # Paths are relative to the project root inside the container, as on the host.
     assert [c.name for c in traces["tests/test_core.py::test_wrong_value"].functions] == [

@@ -25,7 +25,7 @@ from patchheal.evidence.excerpts import (
     repo_path,
     test_targets,
 )
-from patchheal.evidence.executed import calls_of, frames_of
+from patchheal.evidence.executed import calls_of, frames_of, passed_tests
 from patchheal.evidence.history import changed_lines
 from patchheal.evidence.localize import localize
 from patchheal.evidence.render import render_context
@@ -173,6 +173,7 @@ def _localized(
             message=f"{failure.message}\n{failure.summary}",
             changed=changed_lines(ctx.breaking_diff),
             executed=calls_of(traces, failure.failing_tests),
+            passed_tests=passed_tests(traces),
             budget_tokens=left,
         )
         if found.test_span is not None:

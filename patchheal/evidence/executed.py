@@ -28,6 +28,9 @@ from patchheal.models import TestTrace, TracedCall
 
 _EXECUTED = 3.0
 _AFFINITY = 2.5
+_DEPTH_DISCOUNT = 0.15
+_CALLS_DISCOUNT = 0.25
+_CONTRAST_POWER = 1.0  # 1: Ochiai; smaller trusts the contrast less
 _WORD = re.compile(r"[A-Za-z][a-z]+|[A-Z]+(?![a-z])|\d+")
 _STOP_WORDS = frozenset(
     {"test", "tests", "self", "cls", "the", "and", "for", "with", "not", "get", "set", "init"}
@@ -80,10 +83,16 @@ def _match(call: TracedCall, defs: Sequence[Definition]) -> Definition | None:
     return min(inside, key=lambda d: d.end - d.start) if inside else None
 
 
+def passed_tests(traces: Mapping[str, TestTrace]) -> int:
+    """Passing tests of the run the traces were contrasted with (0: no contrast)."""
+    return max((t.passed_tests for t in traces.values()), default=0)
+
+
 def weigh(
     calls: Sequence[TracedCall],
     by_file: Mapping[str, list[Definition]],
     test_words: set[str],
+    passed: int = 0,
 ) -> list[Executed]:
     """Each executed definition once, with its weight (see the module docstring)."""
     if not calls:
@@ -95,7 +104,10 @@ def weigh(
         if d is None:
             continue
         depth = max(call.depth - top, 0)
-        weight = _EXECUTED / (1.0 + 0.15 * depth) / (1.0 + 0.25 * math.log2(max(call.calls, 1)))
+        weight = _EXECUTED / (1.0 + _DEPTH_DISCOUNT * depth)
+        weight /= 1.0 + _CALLS_DISCOUNT * math.log2(max(call.calls, 1))
+        if passed:  # Ochiai with one failing test: 1 / sqrt(1 + passing tests that ran it)
+            weight *= (2.0 / math.sqrt(1.0 + min(call.passed_by, passed))) ** _CONTRAST_POWER
         weight += _AFFINITY * len(words(d.qualname) & test_words)
         seen[d] = max(seen.get(d, 0.0), weight)
     return [Executed(d, w) for d, w in seen.items()]

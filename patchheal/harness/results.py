@@ -31,6 +31,7 @@ from patchheal.models import TestResults, TestTrace
 COLLECTORS = Path(__file__).resolve().parent / "collectors"
 DIR_ENV = "PATCHHEAL_RESULTS_DIR"
 TOKEN_ENV = "PATCHHEAL_RESULTS_TOKEN"
+TRACE_ENV = "PATCHHEAL_TRACE"
 NODE_JUNIT = "node-junit.xml"
 # Failing tests whose trace is kept (as collectors/patchheal_trace.py bounds it).
 MAX_TRACED_TESTS = 20
@@ -47,9 +48,12 @@ def _worst(before: str | None, now: str) -> str:
 class ResultsChannel:
     """One run's results directory and token; `close()` removes the directory."""
 
-    def __init__(self, root: Path | None = None) -> None:
+    def __init__(self, root: Path | None = None, *, trace: bool = False) -> None:
         """A channel in a private temp dir of its own, or in `root` (a sandbox session's
-        results mount, which outlives the run: only this run's directory is removed)."""
+        results mount, which outlives the run: only this run's directory is removed).
+        `trace`: the pytest collector traces what failing tests execute (evidence for
+        localization; it slows a test run down, so only the reproduction asks for it)."""
+        self.trace = trace
         self.nonce = secrets.token_hex(8)
         self.token = secrets.token_hex(32)
         self._owns_root = root is None
@@ -67,6 +71,8 @@ class ResultsChannel:
         env = dict(base)
         env[DIR_ENV] = results_dir
         env[TOKEN_ENV] = self.token
+        if self.trace:
+            env[TRACE_ENV] = "1"
         env["PYTHONPATH"] = ":".join(filter(None, (collectors, base.get("PYTHONPATH"))))
         env["PYTEST_PLUGINS"] = ",".join(
             filter(None, ("patchheal_pytest", base.get("PYTEST_PLUGINS")))

@@ -164,27 +164,24 @@ def _pg_serialized_writes(engine: Engine) -> Engine:
 
 
 def add_missing_columns(conn: Any, added: dict[str, tuple[str, ...]]) -> None:
-    """Add the columns a table gained since an existing store was created, with their
-    model's type and default, so an old store opens with the new code and keeps its rows."""
+    """Add the text columns a table gained since an existing store was created (with their
+    model's type and an empty default), so an old store opens with the new code and keeps
+    its rows."""
     from sqlalchemy import inspect as sa_inspect
     from sqlmodel import SQLModel
 
     inspector = sa_inspect(conn)
+    quoted = conn.dialect.identifier_preparer.quote
     for table_name, columns in added.items():
         have = {c["name"] for c in inspector.get_columns(table_name)}
         table = SQLModel.metadata.tables[table_name]
         for name in columns:
-            if name in have:
-                continue
-            column = table.columns[name]
-            kind = column.type.compile(dialect=conn.dialect)
-            default = column.default.arg if column.default is not None else ""
-            quoted = conn.dialect.identifier_preparer.quote
-            literal = "'" + str(default).replace("'", "''") + "'"
-            conn.exec_driver_sql(
-                f"ALTER TABLE {quoted(table_name)} ADD COLUMN {quoted(name)} {kind} "
-                f"NOT NULL DEFAULT {literal}"
-            )
+            if name not in have:
+                kind = table.columns[name].type.compile(dialect=conn.dialect)
+                conn.exec_driver_sql(
+                    f"ALTER TABLE {quoted(table_name)} ADD COLUMN {quoted(name)} {kind} "
+                    "NOT NULL DEFAULT ''"
+                )
 
 
 def _require_sqlite_file(url: str) -> None:

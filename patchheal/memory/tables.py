@@ -90,8 +90,8 @@ class AttemptRow(SQLModel, table=True):
     recorded_at: float = 0.0
 
 
-# Columns added to a table after stores existed: `create_all` does not add them to an
-# existing table, so the store adds them on open (db.add_missing_columns).
+# Text columns (default '') added to a table after stores existed: `create_all` does not
+# add them to an existing table, so the store adds them on open (db.add_missing_columns).
 ADDED_COLUMNS: dict[str, tuple[str, ...]] = {"attempts": ("approach", "memory_degraded")}
 
 

@@ -7,9 +7,10 @@ patch could replace to make a test "pass" without running it
 changed by the end of the session. A session that never finishes (os._exit,
 a crash) writes nothing, which the verdict treats as no results.
 
-Around each test's call phase it also traces the project functions the test
-executes (patchheal_trace.py); the traces of failing tests go into the record
-as evidence for localization, never for the verdict.
+When the run asks for it (PATCHHEAL_TRACE=1: the reproduction), it also traces
+the project functions each test executes around its call phase
+(patchheal_trace.py); the traces of failing tests, contrasted with the passing
+ones, go into the record as evidence for localization, never for the verdict.
 """
 
 from __future__ import annotations
@@ -71,8 +72,11 @@ def _record(test_id: str, outcome: str) -> None:
     _outcomes[test_id] = channel.worst(_outcomes.get(test_id), outcome)
 
 
+# Asked for by the reproduction run only: tracing slows a test run down (docs/proposers.md).
+_TRACING = os.environ.get("PATCHHEAL_TRACE") == "1"
 _traces: dict[str, Any] = {}
-_failed_traces: dict[str, dict[str, Any]] = {}
+_failed_traces: dict[str, Any] = {}
+_spectrum = patchheal_trace.Spectrum()
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -82,6 +86,9 @@ def pytest_runtest_call(item: Any) -> Any:
     root = str(item.config.rootpath)
     if code is not None:
         _defined_in[item.nodeid] = channel.where(os.path.abspath(code.co_filename), root)  # noqa: PTH100
+    if not _TRACING:
+        yield
+        return
     trace = patchheal_trace.TestTrace(root)
     trace.start()
     try:
@@ -96,9 +103,12 @@ def pytest_runtest_call(item: Any) -> Any:
 
 def _keep_trace(test_id: str, outcome: str) -> None:
     trace = _traces.pop(test_id, None)
-    failing = outcome in {"failed", "error"}
-    if trace is not None and failing and len(_failed_traces) < patchheal_trace.MAX_TESTS:
-        _failed_traces[test_id] = trace.record()
+    if trace is None:
+        return
+    if outcome == "passed":
+        _spectrum.passed(trace)
+    elif outcome in {"failed", "error"} and len(_failed_traces) < patchheal_trace.MAX_TESTS:
+        _failed_traces[test_id] = trace  # recorded at the end, against every passing test
 
 
 def pytest_runtest_logreport(report: Any) -> None:
@@ -127,6 +137,6 @@ def pytest_sessionfinish(session: Any, exitstatus: Any) -> None:
             "outcomes": _outcomes,
             "defined_in": _defined_in,
             "tampered": tampered,
-            "traces": _failed_traces,
+            "traces": {t: trace.record(_spectrum) for t, trace in _failed_traces.items()},
         },
     )

@@ -88,8 +88,9 @@ class TestTrace:
             tb = tb.tb_next
         self.frames = frames[-MAX_FRAMES:]
 
-    def record(self) -> dict[str, Any]:
-        """A JSON-ready record: functions in call order, then the frames."""
+    def record(self, spectrum: Spectrum) -> dict[str, Any]:
+        """A JSON-ready record: functions in call order (with how many passing tests ran
+        each), then the frames."""
         functions = []
         for code, (calls, order, depth) in sorted(self.functions.items(), key=lambda kv: kv[1][1]):
             functions.append(
@@ -100,7 +101,22 @@ class TestTrace:
                     "calls": calls,
                     "order": order,
                     "depth": depth,
+                    "passed_by": spectrum.passed_by.get(code, 0),
                 }
             )
         frames = [{"file": f, "line": line, "name": name} for f, line, name in self.frames]
-        return {"functions": functions, "frames": frames}
+        return {"functions": functions, "frames": frames, "passed_tests": spectrum.passed_tests}
+
+
+class Spectrum:
+    """How many passing tests of the session executed each project function: the contrast
+    that tells the code only a failing test runs from code every test runs."""
+
+    def __init__(self) -> None:
+        self.passed_tests = 0
+        self.passed_by: dict[CodeType, int] = {}
+
+    def passed(self, trace: TestTrace) -> None:
+        self.passed_tests += 1
+        for code in trace.functions:
+            self.passed_by[code] = self.passed_by.get(code, 0) + 1
