@@ -12,10 +12,11 @@ a message. The fix itself is never shown to localization: it only scores.
 
 Each case's failing test is run for real, as patchheal's reproduction runs a
 step: through the Docker python harness (Python 3.11, network disabled, the
-collectors loaded), `python -m pytest -q <test id>` on the pre-fix tree. The
-failure is analyzed from what it printed, and the pytest collector's trace of
-the failing test (the project functions it executed, its traceback frames)
-goes to localization. A case "runs" when its test ran and failed in the call
+collectors loaded, `trace=True`), `python -m pytest -q <the test's file>` on
+the pre-fix tree. The failure is analyzed from what it printed, and the pytest
+collector's trace of the failing test (the project functions it executed, its
+traceback frames, how many of the file's passing tests ran each function) goes
+to localization. A case "runs" when its test ran and failed in the call
 phase (so it has a trace); one that cannot run on Python 3.11 (old code, a
 collection error, a missing dependency) falls back to the static path: the
 failure derived from the test id alone (`FAILED <test id>`, no frames), which
