@@ -6,20 +6,35 @@ a test: the repository, the fix commit, its parent, the test the fix added and
 the source files the fix touched. No code of those projects is stored here:
 each case is materialized from a local mirror of the project's git history
 (`/work/.mirror/<owner>+<name>/repo`, or `$PATCHHEAL_MIRRORS/<owner>+<name>/repo`)
-as the parent's tree with the fix's test files laid over it — the pre-fix code
+as the parent's tree with the fix's test files laid over it: the pre-fix code
 and the test that fails on it. A case whose mirror is absent is skipped, with
-a message.
+a message. The fix itself is never shown to localization: it only scores.
 
-The failing test is not run: the failure is derived from the test id alone
-(`FAILED <test id>`, no traceback frames), the hardest input for localization
-since nothing points past the test. For each case the context is built by
-`build_context` and rendered by `render_context` within 8,000 tokens, with
-localization (this change) and without it (the baseline: code around frames
-and the failing test only, as before). A fix file counts as recalled when the
-rendered context shows the pre-fix lines of every hunk the human fix changed
-in it ("all hunks"); the looser "any hunk" figure is printed beside it.
+Each case's failing test is run for real, as patchheal's reproduction runs a
+step: through the Docker python harness (Python 3.11, network disabled, the
+collectors loaded, `trace=True`), `python -m pytest -q <the test's file>` on
+the pre-fix tree. The failure is analyzed from what it printed, and the pytest
+collector's trace of the failing test (the project functions it executed, its
+traceback frames, how many of the file's passing tests ran each function) goes
+to localization. A case "runs" when its test ran and failed in the call
+phase (so it has a trace); one that cannot run on Python 3.11 (old code, a
+collection error, a missing dependency) falls back to the static path: the
+failure derived from the test id alone (`FAILED <test id>`, no frames), which
+is also measured for every case as the comparison. The dependency image is one
+per project (a fixed install list, `SETUP`), not the project's own setup at
+each commit, so 60 commits need 3 images: the tree's dependency files (which
+the harness fingerprints) are moved aside for the run, and pytest is pointed at
+the one that held its configuration (`-c`).
 
-Run: python benchmarks/bench_context.py [--budget 8000] [--limit N] [-v]
+The context is built by `build_context` and rendered by `render_context`
+within 8,000 tokens. A fix file counts as recalled when the rendered context
+shows the pre-fix lines of every hunk the human fix changed in it ("all
+hunks"); the looser "any hunk" figure is printed beside it. Localization was
+tuned on click and jinja only; requests is printed apart as held out.
+
+Run: python benchmarks/bench_context.py [--budget 8000] [--limit N] [--static-only]
+     [--runs DIR] [-v]
+(`--runs DIR` keeps each case's run there and reuses it on the next call.)
 """
 
 from __future__ import annotations
@@ -28,6 +43,8 @@ import argparse
 import json
 import os
 import re
+import shlex
+import shutil
 import statistics
 import subprocess
 import sys
@@ -39,7 +56,11 @@ from pathlib import Path
 from patchheal.config import JobSpec
 from patchheal.evidence.build import build_context, render_context
 from patchheal.evidence.tokens import count_tokens, tokenizer_name
-from patchheal.models import Classification, Failure, FailureClass
+from patchheal.failure.analysis import analyze
+from patchheal.harness.definitions import load_harness
+from patchheal.harness.deps import DEPENDENCY_GLOBS
+from patchheal.harness.docker import DockerHarness
+from patchheal.models import Classification, Failure, FailureClass, TestTrace
 
 CORPUS = Path(__file__).resolve().parent / "corpus" / "context_bugs.json"
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+\d+(?:,\d+)? @@", re.MULTILINE)
@@ -123,7 +144,119 @@ def covered(hunk: tuple[int, int], windows: list[tuple[int, int]]) -> bool:
     return any(s <= hunk[0] and hunk[1] <= e for s, e in windows)
 
 
-def measure(case: dict[str, object], tree: Path, git_dir: Path, budget: int, code: int) -> Outcome:
+# One fixed dependency install per project (see the docstring), as `pip install` setup lines.
+SETUP: dict[str, list[str]] = {
+    "pallets/click": [],
+    "pallets/jinja": ["pip install 'MarkupSafe==2.0.1'"],
+    "psf/requests": [
+        "pip install 'urllib3<2' chardet idna certifi charset_normalizer "
+        "pytest-mock pytest-httpbin trustme PySocks"
+    ],
+}
+HELD_OUT = {"psf/requests"}
+_DEPENDENCY_FILES = (*DEPENDENCY_GLOBS, "tox.ini")
+
+
+@dataclass
+class Run:
+    """What running the case's failing test showed, or why it could not be used."""
+
+    output: str = ""
+    traces: dict[str, TestTrace] | None = None
+    reason: str = ""
+
+    @property
+    def usable(self) -> bool:
+        return bool(self.traces)
+
+
+def same_test(node_id: str, test: str) -> bool:
+    """`tests/t.py::TestX::test_y[1]` is the corpus's `tests/t.py::test_y`."""
+    file, _, name = test.partition("::")
+    parts = node_id.split("::")
+    return parts[0] == file and parts[-1].split("[")[0] == name.split("::")[-1].split("[")[0]
+
+
+def _config_aside(tree: Path) -> tuple[Path, list[str]]:
+    """Move the dependency files aside for the run (the harness's dependency fingerprint
+    reads them from the tree) and name the one holding pytest's configuration, if any."""
+    aside = tree / ".bench-config"
+    aside.mkdir()
+    for pattern in _DEPENDENCY_FILES:
+        for path in sorted(tree.glob(pattern)):
+            target = aside / path.relative_to(tree)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            path.rename(target)
+    for name, section in (("pyproject.toml", "[tool.pytest"), ("setup.cfg", "[tool:pytest]")):
+        config = aside / name
+        if config.is_file() and section in config.read_text(errors="replace"):
+            return aside, ["-c", f".bench-config/{name}", "--rootdir", "."]
+    return aside, []
+
+
+def _config_back(tree: Path, aside: Path) -> None:
+    for path in sorted(aside.rglob("*"), reverse=True):
+        if path.is_file():
+            target = tree / path.relative_to(aside)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            path.rename(target)
+    shutil.rmtree(aside)
+
+
+def run_case(case: dict[str, object], tree: Path, harnesses: dict[str, DockerHarness]) -> Run:
+    """The failing test in the Docker python harness, as the reproduction runs a step."""
+    repo, test = str(case["repo"]), str(case["test"])
+    if repo not in harnesses:
+        harnesses[repo] = DockerHarness(
+            load_harness("python"), job_id=f"bench-context-{repo.split('/')[1]}", setup=SETUP[repo]
+        )
+    harness = harnesses[repo]
+    aside, config = _config_aside(tree)
+    # Absolute: a relative `pythonpath` is read from the configuration file's directory.
+    src = f"{harness.defn.sandbox.workdir}/src"
+    layout = ["-o", f"pythonpath={src}"] if (tree / "src").is_dir() else []
+    # The test's whole file, as a step often runs it: its passing tests are the contrast
+    # for the failing one's trace (the corpus names a test without its class).
+    file = test.partition("::")[0]
+    argv = ["python", "-m", "pytest", "-q", "-p", "no:cacheprovider", *config, *layout, file]
+    try:
+        result = harness.run(shlex.join(argv), tree, timeout=300, idle_timeout=120, trace=True)
+    finally:
+        harness.close()  # one sandbox per tree: the next case has another tree
+        _config_back(tree, aside)
+    tests = result.tests
+    if tests is None:
+        return Run(result.output, None, "no results (collection failed or pytest crashed)")
+    traces = {t: tr for t, tr in tests.traces.items() if same_test(t, test)}
+    if not traces:
+        outcome = {o for t, o in tests.outcomes.items() if same_test(t, test)} or {"not run"}
+        return Run(result.output, None, f"the test did not fail in its call ({', '.join(outcome)})")
+    return Run(result.output, traces)
+
+
+def cached_run(
+    case: dict[str, object], tree: Path, harnesses: dict[str, DockerHarness], runs: Path | None
+) -> Run:
+    if runs is None:
+        return run_case(case, tree, harnesses)
+    path = runs / f"{str(case['fix'])[:12]}.json"
+    if path.is_file():
+        data = json.loads(path.read_text())
+        traces = data["traces"]
+        return Run(
+            data["output"],
+            None if traces is None else {k: TestTrace.model_validate(v) for k, v in traces.items()},
+            data["reason"],
+        )
+    run = run_case(case, tree, harnesses)
+    traces = None if run.traces is None else {k: v.model_dump() for k, v in run.traces.items()}
+    path.write_text(json.dumps({"output": run.output, "traces": traces, "reason": run.reason}))
+    return run
+
+
+def measure(
+    case: dict[str, object], tree: Path, git_dir: Path, budget: int, run: Run | None
+) -> Outcome:
     test = str(case["test"])
     job = JobSpec.model_validate(
         {
@@ -131,13 +264,20 @@ def measure(case: dict[str, object], tree: Path, git_dir: Path, budget: int, cod
             "steps": [{"name": "tests", "command": f"pytest -q {test}"}],
         }
     )
-    failure = Failure(
-        fingerprint="0" * 64,
-        error_type="AssertionError",
-        summary=f"FAILED {test} - AssertionError",
-        failing_tests=(test,),
-        source="pytest",
-    )
+    if run is not None and run.usable:
+        failure = analyze(run.output, repo_root=str(tree), command=f"pytest -q {test}")
+        traces = run.traces or {}
+        # The case's test alone: others of its file may fail on Python 3.11 for other reasons.
+        failure = failure.model_copy(update={"failing_tests": tuple(traces), "frames": ()})
+    else:
+        failure = Failure(
+            fingerprint="0" * 64,
+            error_type="AssertionError",
+            summary=f"FAILED {test} - AssertionError",
+            failing_tests=(test,),
+            source="pytest",
+        )
+        traces = {}
     started = time.perf_counter()
     ctx = build_context(
         job=job,
@@ -147,7 +287,8 @@ def measure(case: dict[str, object], tree: Path, git_dir: Path, budget: int, cod
         worktree=tree,
         prior=[],
         hints=[],
-        code_budget_tokens=code,
+        code_budget_tokens=budget,
+        traces=traces,
     )
     text = render_context(ctx, max_tokens=budget)
     seconds = time.perf_counter() - started
@@ -158,15 +299,67 @@ def measure(case: dict[str, object], tree: Path, git_dir: Path, budget: int, cod
     return Outcome(len(hunks), all_hunks, any_hunk, count_tokens(text), seconds)
 
 
+def _recall(rows: list[Outcome]) -> str:
+    files = sum(r.files for r in rows)
+    if not files:
+        return "-"
+    all_hunks = 100 * sum(r.all_hunks for r in rows) / files
+    any_hunk = 100 * sum(r.any_hunk for r in rows) / files
+    return f"{all_hunks:.1f} / {any_hunk:.1f} %"
+
+
+@dataclass
+class Result:
+    repo: str
+    tuned: bool  # in the set localization was tuned on (click and jinja's first cases)
+    ran: bool
+    built: Outcome
+    static: Outcome
+
+
+def table(results: list[Result]) -> None:
+    """Per group: the context as patchheal builds it (from the run where the test ran,
+    else static), and on the cases that ran, the run's context against the static one."""
+    print(
+        "| cases | bugs | ran | as built | ran: from the run | ran: static "
+        "| fell back: static | median tokens |"
+    )
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    groups = [
+        ("click+jinja, tuned on", lambda r: r.tuned and r.repo not in HELD_OUT),
+        ("click+jinja, added (not tuned on)", lambda r: not r.tuned and r.repo not in HELD_OUT),
+        ("requests (held out)", lambda r: r.repo in HELD_OUT),
+        ("pallets/click", lambda r: r.repo == "pallets/click"),
+        ("pallets/jinja", lambda r: r.repo == "pallets/jinja"),
+        ("all", lambda r: True),
+    ]
+    for label, wanted in groups:
+        chosen = [r for r in results if wanted(r)]
+        ran = [r for r in chosen if r.ran]
+        rest = [r for r in chosen if not r.ran]
+        tokens = statistics.median(r.built.tokens for r in chosen) if chosen else 0
+        print(
+            f"| {label} | {len(chosen)} | {len(ran)} | {_recall([r.built for r in chosen])} "
+            f"| {_recall([r.built for r in ran])} | {_recall([r.static for r in ran])} "
+            f"| {_recall([r.static for r in rest])} | {tokens:.0f} |"
+        )
+    print("\nrecall: fix files whose every hunk / any hunk the context shows")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--budget", type=int, default=8000)
     parser.add_argument("--limit", type=int, default=0)
+    parser.add_argument("--static-only", action="store_true", help="do not run the tests")
+    parser.add_argument("--runs", type=Path, help="keep and reuse each case's run here")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args()
     cases = json.loads(CORPUS.read_text())[: args.limit or None]
-    results: dict[str, list[Outcome]] = {"localized": [], "baseline": []}
+    if args.runs is not None:
+        args.runs.mkdir(parents=True, exist_ok=True)
+    results: list[Result] = []
     skipped: list[str] = []
+    harnesses: dict[str, DockerHarness] = {}
     for case in cases:
         git_dir = mirror(str(case["repo"]))
         if git_dir is None:
@@ -175,37 +368,32 @@ def main() -> int:
         with tempfile.TemporaryDirectory(prefix="bench-context-") as tmp:
             tree = Path(tmp)
             materialize(case, git_dir, tree)
-            new = measure(case, tree, git_dir, args.budget, args.budget)
-            old = measure(case, tree, git_dir, args.budget, 0)
-        results["localized"].append(new)
-        results["baseline"].append(old)
+            run = None if args.static_only else cached_run(case, tree, harnesses, args.runs)
+            new = measure(case, tree, git_dir, args.budget, run)
+            static = measure(case, tree, git_dir, args.budget, None)
+        ran = run is not None and run.usable
+        tuned = case.get("set") != "added"
+        results.append(Result(str(case["repo"]), tuned, ran, new, static))
         if args.verbose:
+            why = "ran" if ran else (run.reason if run is not None else "static only")
             print(
-                f"{case['repo']:<16} {str(case['fix'])[:10]} {case['test']:<70} "
-                f"new {new.all_hunks}/{new.files} old {old.all_hunks}/{old.files} "
-                f"{new.tokens} tok {new.seconds:.2f}s",
+                f"{case['repo']:<14} {str(case['fix'])[:10]} {case['test'][:60]:<60} "
+                f"built {new.all_hunks}/{new.files} static {static.all_hunks}/{static.files} "
+                f"{new.tokens} tok ({why})",
                 file=sys.stderr,
             )
     for line in skipped:
         print(f"SKIP {line}", file=sys.stderr)
-    if not results["localized"]:
+    if not results:
         print("no case could be materialized: fetch the mirrors first (see benchmarks/README.md)")
         return 0
-    n = len(results["localized"])
+    ran = sum(1 for r in results if r.ran)
     print(
-        f"{n} bugs ({len(skipped)} skipped), budget {args.budget} tokens, "
+        f"{len(results)} bugs ({len(skipped)} skipped), {ran} run in the Docker python harness "
+        f"({100 * ran / len(results):.0f} %), budget {args.budget} tokens, "
         f"tokenizer {tokenizer_name()}\n"
     )
-    print("| context | fix-file recall (all hunks) | (any hunk) | median tokens | median s |")
-    print("| --- | ---: | ---: | ---: | ---: |")
-    for name, rows in results.items():
-        files = sum(r.files for r in rows)
-        print(
-            f"| {name} | {100 * sum(r.all_hunks for r in rows) / files:.1f} % "
-            f"| {100 * sum(r.any_hunk for r in rows) / files:.1f} % "
-            f"| {statistics.median(r.tokens for r in rows):.0f} "
-            f"| {statistics.median(r.seconds for r in rows):.2f} |"
-        )
+    table(results)
     return 0
 
 

@@ -93,6 +93,36 @@ class _Model(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+class TracedCall(_Model):
+    """A project function a failing test executed (collectors/patchheal_trace.py)."""
+
+    file: str = Field(max_length=500, description="relative to the project root")
+    name: str = Field(max_length=300, description="the function's qualified name")
+    line: int = Field(ge=0, description="the function's first line")
+    calls: int = Field(ge=0)
+    order: int = Field(ge=0, description="0 for the first project function the test called")
+    depth: int = Field(description="call depth below the test function (1 = called by it)")
+    passed_by: int = Field(0, ge=0, description="passing tests of the same run that ran it")
+
+
+class TracedFrame(_Model):
+    """One frame of the traceback a failing test raised, innermost last."""
+
+    file: str = Field(max_length=500, description="relative to the project root when inside it")
+    line: int = Field(ge=0)
+    name: str = Field(max_length=300)
+
+
+class TestTrace(_Model):
+    """What one failing test executed: step-controlled evidence, never used by a verdict."""
+
+    __test__ = False  # keep pytest from collecting this class
+
+    functions: tuple[TracedCall, ...] = Field((), max_length=400)
+    frames: tuple[TracedFrame, ...] = Field((), max_length=60)
+    passed_tests: int = Field(0, ge=0, description="tests of the same run that passed")
+
+
 class TestResults(_Model):
     """Per-test outcomes from the harness's results channel, by test id.
 
@@ -114,6 +144,11 @@ class TestResults(_Model):
     )
     rejected: tuple[str, ...] = Field(
         (), description="results files that were unfinished or not signed by a collector"
+    )
+    traces: dict[str, TestTrace] = Field(
+        default_factory=dict,
+        exclude=True,  # evidence for localization: never persisted with a verdict
+        description="failing test id -> the project functions it executed and its frames",
     )
 
     def with_outcome(self, *wanted: str) -> tuple[str, ...]:

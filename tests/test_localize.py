@@ -10,7 +10,9 @@ from patchheal.config import JobSpec
 from patchheal.evidence.build import build_context, render_context
 from patchheal.evidence.history import breaking_change, changed_lines, recent_history
 from patchheal.evidence.localize import localize
-from patchheal.models import Classification, Failure, FailureClass
+from patchheal.failure.analysis import analyze
+from patchheal.harness.local import LocalHarness
+from patchheal.models import Classification, Failure, FailureClass, TestTrace
 
 CODE_BUG = Classification(failure_class=FailureClass.CODE_BUG, retryable=True)
 PRICING = (
@@ -194,3 +196,75 @@ def test_the_model_sees_the_breaking_change_history_and_approach_end_to_end(
     assert "def mul(a, b):" in sent  # calc.py, the source under test, in full
     (attempt,) = [a for s in result.report.steps for a in s.attempts]
     assert attempt.approach == "simplify_approach"
+
+
+# The rule that holds the bug is reached only through a table at module level: nothing
+# the test names, imports or calls refers to it, so reading the code cannot find it.
+RULES = (
+    "".join(
+        f"def _rule_{i}(cart):\n"
+        + "".join(f"    cart = [c + {j} for c in cart]  # padding\n" for j in range(25))
+        + "    return sum(cart)\n\n\n"
+        for i in range(40)
+    )
+    + "def _sum_lines(cart):\n    return sum(cart[1:])  # the bug: skips the first line\n\n\n"
+    + "_RULES = {'total': _sum_lines, **{f'r{i}': globals()[f'_rule_{i}'] for i in range(40)}}\n"
+    + "\n\ndef dispatch(kind, cart):\n    return _RULES[kind](cart)\n"
+)
+API = "from shop import rules\n\n\ndef checkout(cart):\n    return rules.dispatch('total', cart)\n"
+API_TEST = (
+    "from shop.api import checkout\n\n\ndef test_checkout():\n    assert checkout([1, 2]) == 3\n"
+)
+
+
+def test_what_the_failing_test_executed_brings_code_no_name_leads_to(
+    make_repo: Callable[[dict[str, str]], Path],
+) -> None:
+    repo = make_repo(
+        {
+            "shop/__init__.py": "",
+            "shop/api.py": API,
+            "shop/rules.py": RULES,
+            "tests/test_api.py": API_TEST,
+        }
+    )
+    test = "tests/test_api.py::test_checkout"
+    # The reproduction's run, for real: pytest with patchheal's collector.
+    run = LocalHarness().run(
+        f"python -m pytest -q {test}", repo, timeout=120, idle_timeout=120, trace=True
+    )
+    assert run.tests is not None, run.output
+    assert set(run.tests.traces) == {test}
+    failure = analyze(run.output, repo_root=str(repo), command=f"pytest -q {test}")
+
+    def rendered(traces: dict[str, TestTrace]) -> str:
+        ctx = build_context(
+            job=_job(repo),
+            step_index=1,
+            failure=failure,
+            classification=CODE_BUG,
+            worktree=repo,
+            prior=[],
+            hints=[],
+            code_budget_tokens=2500,  # far less than shop/rules.py as a whole
+            traces=traces,
+        )
+        return render_context(ctx, max_tokens=2500)
+
+    bug = "    return sum(cart[1:])  # the bug: skips the first line"
+    assert bug in rendered(run.tests.traces)
+    assert "def dispatch(kind, cart):" in rendered(run.tests.traces)
+    assert bug not in rendered({})  # what reading alone shows: the trace made the difference
+    found = localize(
+        repo,
+        ["shop/__init__.py", "shop/api.py", "shop/rules.py", "tests/test_api.py"],
+        failing_tests=[test],
+        executed=run.tests.traces[test].functions,
+        budget_tokens=1200,
+    )
+    ranked = [s for s in found.spans if s.file == "shop/rules.py"]
+    assert ranked
+    assert not any(s.whole_file for s in ranked)
+    assert not any(
+        s.start <= RULES.splitlines().index("def _rule_3(cart):") + 1 <= s.end for s in ranked
+    )  # a rule the test never ran is not shown

@@ -507,3 +507,21 @@ def test_json_stays_valid_when_the_scrubber_would_mask_a_number(tmp_path: Path) 
     paths = render_reports(report, tmp_path)
     assert load_report(paths["json"]).totals == {"model_tokens": 123456, "proposer_calls": 2}
     assert "| model_tokens | 123456 |" in paths["md"].read_text()
+
+
+def test_each_attempt_shows_the_approach_asked_for_and_a_degraded_memory() -> None:
+    attempts = (
+        attempt(1, Outcome.NO_EFFECT, approach="gather_more_context"),
+        attempt(2, Outcome.FIXED, approach="try_alternative", memory_degraded="search timed out"),
+    )
+    report = job(steps=(step(attempts=attempts),))
+    md = render_markdown(report)
+    timeline = next(t for t in md_tables(md) if t[0][0] == "#")
+    by_number = {int(row[0]): row for row in timeline[1:]}
+    assert "approach `gather_more_context`" in by_number[1][2]
+    assert "memory degraded" not in by_number[1][2]
+    assert "approach `try_alternative`" in by_number[2][2]
+    assert "memory degraded: search timed out" in by_number[2][2]
+    html = render_html(report)
+    assert "<strong>Approach:</strong> <code>try_alternative</code>" in html
+    assert "<strong>Memory degraded:</strong> search timed out" in html

@@ -294,3 +294,39 @@ def test_control_queue_written_by_another_process(store: AttemptStore, tmp_path:
     with pytest.raises(BadInput, match="needs a step number"):
         store.enqueue_control("job-a", "resume-from-step", arg=None, issued_by="x")
     assert store.pending_controls("job-b") == []
+
+
+def test_approach_and_degraded_memory_are_stored_per_attempt_scrubbed(
+    store: AttemptStore, tmp_path: Path
+) -> None:
+    degraded = f"similar-failure search timed out (token {GH_TOKEN})"
+    store.record_attempt(record(approach="gather_more_context", memory_degraded=degraded))
+    stored = store.attempts(job_id="job-a")[0]
+    assert stored.approach == "gather_more_context"
+    assert "timed out" in stored.memory_degraded
+    assert GH_TOKEN not in stored.memory_degraded
+    store.close()
+    with contextlib.closing(sqlite3.connect(tmp_path / "mem" / "attempts.sqlite3")) as db:
+        row = db.execute("SELECT approach, memory_degraded FROM attempts").fetchone()
+    assert row[0] == "gather_more_context"
+    assert "timed out" in row[1]
+    assert GH_TOKEN not in row[1]
+
+
+def test_a_store_from_before_the_approach_columns_opens_and_keeps_its_rows(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "old.sqlite3"
+    with AttemptStore(path) as s:
+        s.ensure_job("job-a", repo="/r/a", base="main", spec_toml="")
+        s.record_attempt(record())
+    # The schema as it was: the attempts table without the two columns.
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        db.execute("ALTER TABLE attempts DROP COLUMN approach")
+        db.execute("ALTER TABLE attempts DROP COLUMN memory_degraded")
+        db.commit()
+    with AttemptStore(path) as s:
+        old = s.attempts(job_id="job-a")[0]
+        assert (old.approach, old.memory_degraded) == ("", "")
+        s.record_attempt(record(n=2, approach="try_alternative"))
+        assert [a.approach for a in s.attempts(job_id="job-a")] == ["", "try_alternative"]

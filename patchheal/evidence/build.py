@@ -12,7 +12,7 @@ into compact markdown within a token budget.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
 from patchheal import proc
@@ -25,6 +25,7 @@ from patchheal.evidence.excerpts import (
     repo_path,
     test_targets,
 )
+from patchheal.evidence.executed import calls_of, frames_of, passed_tests
 from patchheal.evidence.history import changed_lines
 from patchheal.evidence.localize import localize
 from patchheal.evidence.render import render_context
@@ -38,6 +39,7 @@ from patchheal.models import (
     Outcome,
     PriorAttempt,
     RetryContext,
+    TestTrace,
 )
 from patchheal.scrub.scrubber import Scrubber
 
@@ -149,15 +151,18 @@ def _localized(
     windows: list[tuple[str, int, int]],
     code_budget_tokens: int,
     clean: Callable[[str], str],
+    traces: Mapping[str, TestTrace],
 ) -> tuple[CodeExcerpt, ...]:
     """The frame windows plus the code under test, packed into what the budget leaves."""
     spans = list(windows)
     base = count_tokens(render_context(ctx.model_copy(update={"file_map": ()}), max_tokens=10**9))
     left = code_budget_tokens - base - 200  # headroom for the section headers and fences
     if left > 200 and failure.failing_tests:
-        frames = [
+        # The trace's frames are complete (pytest may print a short traceback); the
+        # printed ones still count where there is no trace.
+        frames = frames_of(traces, files) + [
             (rel, f.line)
-            for f in failure.project_frames
+            for f in reversed(failure.project_frames)
             if f.line and (rel := repo_path(f.file, worktree, files)) is not None
         ]
         found = localize(
@@ -167,6 +172,8 @@ def _localized(
             frames=frames,
             message=f"{failure.message}\n{failure.summary}",
             changed=changed_lines(ctx.breaking_diff),
+            executed=calls_of(traces, failure.failing_tests),
+            passed_tests=passed_tests(traces),
             budget_tokens=left,
         )
         if found.test_span is not None:
@@ -191,13 +198,15 @@ def build_context(
     failed_elsewhere: Sequence[Hint] = (),
     memory_degraded: str = "",
     code_budget_tokens: int = 8000,
+    traces: Mapping[str, TestTrace] | None = None,
 ) -> RetryContext:
     """The retry context for one attempt on `failure`; every string in it is scrubbed.
 
     `step_index` counts from 1, like step indices everywhere else (events, checkpoints,
     attempt records). `code_budget_tokens` is the budget the context is meant to fit: the
     code under test (see localize.py) fills what the other sections leave; 0 shows only
-    the code around frames.
+    the code around frames. `traces` are the failing tests' traces from the reproduction
+    run (TestResults.traces): what they executed ranks the code shown.
     """
     if not 1 <= step_index <= len(job.steps):
         raise BadInput(f"job {job.job.id} has no step {step_index} (steps are 1-{len(job.steps)})")
@@ -271,5 +280,7 @@ def build_context(
     )
     if code_budget_tokens <= 0:
         return ctx
-    excerpts = _localized(ctx, failure, worktree, files, windows, code_budget_tokens, clean)
+    excerpts = _localized(
+        ctx, failure, worktree, files, windows, code_budget_tokens, clean, traces or {}
+    )
     return ctx.model_copy(update={"excerpts": excerpts})

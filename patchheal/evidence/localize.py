@@ -5,12 +5,14 @@ function is read with `ast` for the names it uses and the names its module
 imports; the project's source files (those packages first) are indexed for
 their functions and classes; each definition is scored by how it is reached:
 imported by name, used by the test, named in the failure message, on a
-traceback frame, touched by the change that broke the job, or referred to by
-a definition already chosen. Files are ranked by their definitions' scores and
+traceback frame, touched by the change that broke the job, executed by the
+failing test in the reproduction run (its trace, see executed.py), or referred
+to by a definition already chosen. Files are ranked by their definitions' scores and
 packed into a token budget: a file that fits is shown whole (the model then
 has exact SEARCH lines for every part of it), a larger one by its highest
-scoring definitions. Nothing is run or imported, no network is used, and the
-work stops at a deadline with what it has.
+scoring definitions. Nothing is run or imported here (the trace comes from the
+harness's run), no network is used, and the work stops at a deadline with what
+it has.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from patchheal.evidence.executed import Executed, weigh, words
 from patchheal.evidence.symbols import (
     Definition,
     TestUsage,
@@ -32,6 +35,7 @@ from patchheal.evidence.symbols import (
     test_usage,
 )
 from patchheal.evidence.tokens import count_tokens
+from patchheal.models import TracedCall
 
 # Weights of the ways a definition is reached (why: an explicit import names the code
 # under test; a frame or a breaking change is where it ran or changed; a bare use may
@@ -43,6 +47,10 @@ _USED = 3.0
 _MESSAGE = 2.0
 _HOP = 1.0
 _NAMESAKE = 6.0  # a file-level bonus, as strong as an explicit import
+# With a trace: executed definitions outrank any reading-based score, the rest is discounted.
+_TRACE_SCALE = 10.0
+_UNEXECUTED_SHARE = 0.2
+_HEADER_SHARE = 0.5  # a module's header against its best definition
 _MAX_HOMONYMS = 12
 _MAX_FILES_INDEXED = 1500
 _MAX_DEF_LINES = 150
@@ -104,6 +112,30 @@ def _named_after_tests(usages: Sequence[TestUsage], sources: Sequence[str]) -> l
         stem = PurePosixPath(usage.file).stem
         stems.add(stem.removeprefix("test_").removesuffix("_test").removesuffix("_tests"))
     return [f for f in sources if PurePosixPath(f).stem in stems]
+
+
+def _trace_first(scorer: _Scorer, ran: Sequence[Executed]) -> None:
+    """With a trace, what the test executed comes first: a definition it never ran cannot
+    hold the bug it shows, so reading-based scores only order the executed ones (and keep
+    the rest, discounted, for what a trace cannot show: a call that is missing)."""
+    static = dict(scorer.scores)
+    for d in static:
+        scorer.scores[d] = static[d] * _UNEXECUTED_SHARE
+    for found in ran:
+        scorer.scores[found.definition] = found.weight * _TRACE_SCALE + static.get(
+            found.definition, 0.0
+        )
+
+
+def _test_words(failing_tests: Sequence[str], usages: Sequence[TestUsage]) -> set[str]:
+    """The words a test is about: its name's and the identifiers of its body."""
+    found: set[str] = set()
+    for test in failing_tests:
+        found |= words(test.partition("::")[2].split("[")[0])
+    for usage in usages:
+        if usage.span is not None:
+            found |= words(" ".join(usage.used))
+    return found
 
 
 def _containing(defs: Sequence[Definition], line: int) -> Definition | None:
@@ -216,10 +248,16 @@ def localize(
     frames: Sequence[tuple[str, int]] = (),
     message: str = "",
     changed: Mapping[str, Sequence[int]] | None = None,
+    executed: Sequence[TracedCall] = (),
+    passed_tests: int = 0,
     budget_tokens: int = 4000,
     deadline_seconds: float = 5.0,
 ) -> Localization:
-    """The code under test for `failing_tests`, ranked, within `budget_tokens` tokens."""
+    """The code under test for `failing_tests`, ranked, within `budget_tokens` tokens.
+
+    `executed` is what the failing tests ran (their traces, in call order), contrasted
+    with `passed_tests` passing tests of the same run; `frames` are (file, line) of
+    traceback frames, innermost first."""
     started = time.monotonic()
     result = Localization()
     changed = changed or {}
@@ -228,7 +266,9 @@ def localize(
     if spanned and spanned[0].span is not None:
         start, end = spanned[0].span
         result.test_span = Span(spanned[0].file, start, min(end, start + _MAX_DEF_LINES - 1), 0.0)
+    known = set(files)
     extra = [f for f, _ in frames] + list(changed)
+    extra += list(dict.fromkeys(c.file for c in executed if c.file in known))
     by_name: dict[str, list[Definition]] = defaultdict(list)
     by_file: dict[str, list[Definition]] = {}
     sources = _source_files(files, usages, extra)
@@ -252,6 +292,9 @@ def localize(
         scorer.add_line(file, lines, _CHANGED)
     scorer.members(set().union(*(u.used for u in usages)) if usages else set())
     scorer.hop()
+    ran = weigh(executed, by_file, _test_words(failing_tests, usages), passed_tests)
+    if ran:
+        _trace_first(scorer, ran)
     file_scores: dict[str, float] = defaultdict(float)
     for d, score in scorer.scores.items():
         file_scores[d.file] += score
@@ -268,9 +311,12 @@ def localize(
             units.append(whole)
     for d, score in scorer.scores.items():
         units.append(_def_span(d, score, by_file))
+    best_in: dict[str, float] = defaultdict(float)
+    for d, score in scorer.scores.items():
+        best_in[d.file] = max(best_in[d.file], score)
     for file, score in result.ranked_files[:8]:
         header = _header(file, by_file)
         if header is not None:  # imports and module constants: what a fix often edits too
-            units.append(Span(file, 1, header, score / 4))
+            units.append(Span(file, 1, header, min(score / 4, best_in[file] * _HEADER_SHARE)))
     result.spans = _pack(worktree, units, budget_tokens, cache)
     return result

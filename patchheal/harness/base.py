@@ -53,12 +53,15 @@ class Harness(Protocol):
         idle_timeout: float,
         on_output: OutputSink | None = None,
         results: str | None = None,
+        trace: bool = False,
     ) -> CommandResult:
         """Run `command` with `worktree` as the working directory.
 
         The run's per-test outcomes come back in `CommandResult.tests`, from a
         results channel the harness opens per run (see harness/results.py);
-        `results` is a step's declared JUnit XML glob, relative to the worktree.
+        `results` is a step's declared JUnit XML glob, relative to the worktree;
+        `trace` asks the collectors for what failing tests executed
+        (`TestResults.traces`, evidence for localization).
         """
         ...
 

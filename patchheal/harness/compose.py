@@ -128,6 +128,7 @@ class ComposeHarness:
         idle_timeout: float,
         on_output: OutputSink | None = None,
         results: str | None = None,
+        trace: bool = False,
     ) -> CommandResult:
         worktree = worktree.resolve()
         services = composefile.load(self.compose_file(worktree))
@@ -138,7 +139,7 @@ class ComposeHarness:
             for service in services.values():
                 container = stack.enter_context(self._service(service, network))
                 self._wait_ready(container, service, started)
-            channel = ResultsChannel()
+            channel = ResultsChannel(trace=trace)
             stack.callback(channel.close)
             done = self._step(
                 command,

@@ -140,10 +140,11 @@ class DockerHarness:
         idle_timeout: float,
         on_output: OutputSink | None = None,
         results: str | None = None,
+        trace: bool = False,
     ) -> CommandResult:
         worktree = worktree.resolve()
         box = self._box(worktree)
-        channel = ResultsChannel(root=box.results_root)
+        channel = ResultsChannel(root=box.results_root, trace=trace)
         try:
             env = channel.environment(
                 sandbox.environment(self.defn, self.passthrough),

@@ -77,8 +77,9 @@ class LocalHarness:
         idle_timeout: float,
         on_output: OutputSink | None = None,
         results: str | None = None,
+        trace: bool = False,
     ) -> CommandResult:
-        channel = ResultsChannel()
+        channel = ResultsChannel(trace=trace)
         try:
             env = channel.environment(
                 self.environment(worktree),

@@ -26,12 +26,15 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from patchheal.models import TestResults
+from patchheal.models import TestResults, TestTrace
 
 COLLECTORS = Path(__file__).resolve().parent / "collectors"
 DIR_ENV = "PATCHHEAL_RESULTS_DIR"
 TOKEN_ENV = "PATCHHEAL_RESULTS_TOKEN"
+TRACE_ENV = "PATCHHEAL_TRACE"
 NODE_JUNIT = "node-junit.xml"
+# Failing tests whose trace is kept (as collectors/patchheal_trace.py bounds it).
+MAX_TRACED_TESTS = 20
 # Worst first, as in collectors/patchheal_results.py.
 _RANK = {"error": 0, "failed": 1, "passed": 2, "xfailed": 3, "skipped": 4}
 
@@ -45,9 +48,12 @@ def _worst(before: str | None, now: str) -> str:
 class ResultsChannel:
     """One run's results directory and token; `close()` removes the directory."""
 
-    def __init__(self, root: Path | None = None) -> None:
+    def __init__(self, root: Path | None = None, *, trace: bool = False) -> None:
         """A channel in a private temp dir of its own, or in `root` (a sandbox session's
-        results mount, which outlives the run: only this run's directory is removed)."""
+        results mount, which outlives the run: only this run's directory is removed).
+        `trace`: the pytest collector traces what failing tests execute (evidence for
+        localization; it slows a test run down, so only the reproduction asks for it)."""
+        self.trace = trace
         self.nonce = secrets.token_hex(8)
         self.token = secrets.token_hex(32)
         self._owns_root = root is None
@@ -65,6 +71,8 @@ class ResultsChannel:
         env = dict(base)
         env[DIR_ENV] = results_dir
         env[TOKEN_ENV] = self.token
+        if self.trace:
+            env[TRACE_ENV] = "1"
         env["PYTHONPATH"] = ":".join(filter(None, (collectors, base.get("PYTHONPATH"))))
         env["PYTEST_PLUGINS"] = ",".join(
             filter(None, ("patchheal_pytest", base.get("PYTEST_PLUGINS")))
@@ -85,6 +93,7 @@ class ResultsChannel:
         runners: list[str] = []
         tampered: list[str] = []
         rejected: list[str] = []
+        traces: dict[str, TestTrace] = {}
 
         def merge(found: Mapping[str, str]) -> None:
             for test_id, outcome in found.items():
@@ -100,6 +109,7 @@ class ResultsChannel:
                 merge(record.outcomes)
                 defined_in.update(record.defined_in)
                 tampered += [f"{record.runner}: {t}" for t in record.tampered]
+                _add_traces(traces, record.traces)
             elif path.name == NODE_JUNIT:
                 parsed = _junit(path)
                 if parsed is None:
@@ -125,6 +135,7 @@ class ResultsChannel:
             runners=tuple(runners),
             tampered=tuple(tampered),
             rejected=tuple(rejected),
+            traces=traces,
         )
 
     def close(self) -> None:
@@ -139,6 +150,22 @@ class _Record(BaseModel):
     outcomes: dict[str, str] = {}
     defined_in: dict[str, str] = {}
     tampered: list[str] = []
+    traces: dict[str, object] = {}
+    """Step-controlled (the step runs in the collector's process): validated one by one in
+    `_add_traces`, so a malformed trace never costs the record its outcomes."""
+
+
+def _add_traces(into: dict[str, TestTrace], found: Mapping[str, object]) -> None:
+    """The well-formed traces of `found`, bounded (TestTrace's limits, MAX_TRACED_TESTS)."""
+    for test_id, raw in found.items():
+        if len(into) >= MAX_TRACED_TESTS:
+            return
+        if len(test_id) > 1000 or test_id in into:
+            continue
+        try:
+            into[test_id] = TestTrace.model_validate(raw)
+        except ValueError:  # pydantic's ValidationError: an oversized or forged trace
+            continue
 
 
 def _verified(path: Path, token: str) -> _Record | None:

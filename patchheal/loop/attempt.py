@@ -20,7 +20,7 @@ from patchheal.gates.secrets import credentials_in
 from patchheal.harness.base import Harness
 from patchheal.loop.verification import verify
 from patchheal.memory.store import AttemptStore
-from patchheal.models import AttemptRecord, Candidate, Failure, Outcome, Verdict
+from patchheal.models import AttemptRecord, Candidate, Failure, Outcome, TestTrace, Verdict
 from patchheal.runs import RunPaths
 from patchheal.scrub.scrubber import Scrubber
 from patchheal.telemetry.events import EventLog
@@ -61,6 +61,8 @@ class StepState:
     attempts: list[AttemptRecord] = field(default_factory=list)
     failure_class: str = "unknown"
     """The step's failure classification: a tag on every attempt's metrics."""
+    traces: dict[str, TestTrace] = field(default_factory=dict)
+    """What the failing tests executed in the reproduction run (evidence for localization)."""
 
 
 @dataclass

@@ -45,7 +45,13 @@ class Reproduction:
 
 
 def _run(
-    harness: Harness, command: str, tree: Path, budget: BudgetSpec, results: str | None = None
+    harness: Harness,
+    command: str,
+    tree: Path,
+    budget: BudgetSpec,
+    results: str | None = None,
+    *,
+    trace: bool = False,
 ) -> CommandResult:
     return harness.run(
         command,
@@ -53,6 +59,7 @@ def _run(
         timeout=budget.step_timeout_seconds,
         idle_timeout=budget.idle_timeout_seconds,
         results=results,
+        trace=trace,
     )
 
 
@@ -118,7 +125,8 @@ def reproduce(
         harness.prepare(tree)
     except DependencySetupError as exc:
         return _setup_failed(step, exc)
-    result = _run(harness, step.command, tree, budget, step.results)
+    # Traced: what the failing tests execute is the proposer's best evidence (evidence/).
+    result = _run(harness, step.command, tree, budget, step.results, trace=True)
     verdict = judge(result)
     ci_failure = (
         analyze_file(step.log, junit_path=step.junit)

@@ -194,6 +194,7 @@ class StepSequence:
             repro.verdict,
             repro.regression_baseline,
             failure_class=classification.failure_class.value,
+            traces=dict(repro.result.tests.traces) if repro.result.tests is not None else {},
         )
         return self._heal(state, report, classification)
 

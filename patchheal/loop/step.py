@@ -340,6 +340,7 @@ class StepHealer:
             widen=len(failed) >= 3 or escalate,
             approach=approach,
             code_budget_tokens=self._context_tokens(),
+            traces=step.traces,
         )
         self.budget.calls += 1
         allowance = (

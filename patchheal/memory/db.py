@@ -163,6 +163,27 @@ def _pg_serialized_writes(engine: Engine) -> Engine:
     return engine.execution_options(pg_write_lock=True)
 
 
+def add_missing_columns(conn: Any, added: dict[str, tuple[str, ...]]) -> None:
+    """Add the text columns a table gained since an existing store was created (with their
+    model's type and an empty default), so an old store opens with the new code and keeps
+    its rows."""
+    from sqlalchemy import inspect as sa_inspect
+    from sqlmodel import SQLModel
+
+    inspector = sa_inspect(conn)
+    quoted = conn.dialect.identifier_preparer.quote
+    for table_name, columns in added.items():
+        have = {c["name"] for c in inspector.get_columns(table_name)}
+        table = SQLModel.metadata.tables[table_name]
+        for name in columns:
+            if name not in have:
+                kind = table.columns[name].type.compile(dialect=conn.dialect)
+                conn.exec_driver_sql(
+                    f"ALTER TABLE {quoted(table_name)} ADD COLUMN {quoted(name)} {kind} "
+                    "NOT NULL DEFAULT ''"
+                )
+
+
 def _require_sqlite_file(url: str) -> None:
     """A `sqlite:///path` URL given to a read-only command must name an existing file."""
     path = sqlite_path(url)
@@ -176,7 +197,7 @@ class StoreBase:
     def __init__(self, url: str | Path, *, create: bool = True) -> None:
         from sqlmodel import SQLModel
 
-        from patchheal.memory.tables import ALL_TABLES
+        from patchheal.memory.tables import ADDED_COLUMNS, ALL_TABLES
 
         self.url = resolve_db_url(url, create=create)
         if not create:
@@ -189,6 +210,7 @@ class StoreBase:
             # fresh store at the same moment do not both try CREATE TABLE.
             with self._write_engine.begin() as conn:
                 SQLModel.metadata.create_all(conn, tables=ALL_TABLES)
+                add_missing_columns(conn, ADDED_COLUMNS)
         except OperationalError as exc:
             self._engine.dispose()
             raise BadInput(f"cannot open the store {self.display_url!r}: {exc.orig}") from None

@@ -97,6 +97,8 @@ def attempt_row(record: AttemptRecord, *, recorded_at: float) -> AttemptRow:
         started_at=record.started_at,
         duration_seconds=record.duration_seconds,
         attempt_class=record.attempt_class,
+        approach=scrub(record.approach),
+        memory_degraded=scrub(record.memory_degraded),
         recorded_at=recorded_at,
     )
 

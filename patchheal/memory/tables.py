@@ -85,7 +85,14 @@ class AttemptRow(SQLModel, table=True):
     started_at: float = 0.0
     duration_seconds: float = 0.0
     attempt_class: str = ""
+    approach: str = Field(default="", description="the approach the loop asked for")
+    memory_degraded: str = _text()
     recorded_at: float = 0.0
+
+
+# Text columns (default '') added to a table after stores existed: `create_all` does not
+# add them to an existing table, so the store adds them on open (db.add_missing_columns).
+ADDED_COLUMNS: dict[str, tuple[str, ...]] = {"attempts": ("approach", "memory_degraded")}
 
 
 class ClaimRow(SQLModel, table=True):

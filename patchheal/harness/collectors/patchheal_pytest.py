@@ -6,6 +6,11 @@ patch could replace to make a test "pass" without running it
 (`Function.runtest = lambda self: None`) and reports them as tampered if they
 changed by the end of the session. A session that never finishes (os._exit,
 a crash) writes nothing, which the verdict treats as no results.
+
+When the run asks for it (PATCHHEAL_TRACE=1: the reproduction), it also traces
+the project functions each test executes around its call phase
+(patchheal_trace.py); the traces of failing tests, contrasted with the passing
+ones, go into the record as evidence for localization, never for the verdict.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ import _pytest.reports
 import _pytest.runner
 import _pytest.unittest
 import patchheal_results as channel
+import patchheal_trace
+import pytest
 
 _OWNERS: dict[str, Any] = {
     "python.Function": _pytest.python.Function,
@@ -65,16 +72,48 @@ def _record(test_id: str, outcome: str) -> None:
     _outcomes[test_id] = channel.worst(_outcomes.get(test_id), outcome)
 
 
-def pytest_runtest_call(item: Any) -> None:
+# Asked for by the reproduction run only: tracing slows a test run down (docs/proposers.md).
+_TRACING = os.environ.get("PATCHHEAL_TRACE") == "1"
+_traces: dict[str, Any] = {}
+_failed_traces: dict[str, Any] = {}
+_spectrum = patchheal_trace.Spectrum()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: Any) -> Any:
     function = getattr(item, "obj", None)
     code = getattr(inspect.unwrap(function), "__code__", None) if function else None
+    root = str(item.config.rootpath)
     if code is not None:
-        root = str(item.config.rootpath)
         _defined_in[item.nodeid] = channel.where(os.path.abspath(code.co_filename), root)  # noqa: PTH100
+    if not _TRACING:
+        yield
+        return
+    trace = patchheal_trace.TestTrace(root)
+    trace.start()
+    try:
+        outcome = yield
+    finally:
+        trace.stop()
+    excinfo = outcome.excinfo
+    if excinfo is not None:
+        trace.failed_with(excinfo[2])
+    _traces[item.nodeid] = trace
+
+
+def _keep_trace(test_id: str, outcome: str) -> None:
+    trace = _traces.pop(test_id, None)
+    if trace is None:
+        return
+    if outcome == "passed":
+        _spectrum.passed(trace)
+    elif outcome in {"failed", "error"} and len(_failed_traces) < patchheal_trace.MAX_TESTS:
+        _failed_traces[test_id] = trace  # recorded at the end, against every passing test
 
 
 def pytest_runtest_logreport(report: Any) -> None:
     if report.when == "call":
+        _keep_trace(report.nodeid, "failed" if report.failed else report.outcome)
         if hasattr(report, "wasxfail"):
             _record(report.nodeid, "xfailed" if report.skipped else "failed")
         else:
@@ -93,5 +132,11 @@ def pytest_collectreport(report: Any) -> None:
 def pytest_sessionfinish(session: Any, exitstatus: Any) -> None:
     tampered = [name for name, obj in _WATCHED.items() if _current(name) is not obj]
     channel.write(
-        "pytest", {"outcomes": _outcomes, "defined_in": _defined_in, "tampered": tampered}
+        "pytest",
+        {
+            "outcomes": _outcomes,
+            "defined_in": _defined_in,
+            "tampered": tampered,
+            "traces": {t: trace.record(_spectrum) for t, trace in _failed_traces.items()},
+        },
     )
