@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -88,6 +89,20 @@ def test_open_refuses_a_directory_that_is_not_a_git_repository(tmp_path: Path) -
         JobWorkspace(plain, "main", "j").open()
     with pytest.raises(NotAGitRepository, match="does not exist"):
         JobWorkspace(tmp_path / "missing", "main", "j").open()
+
+
+def test_a_repository_owned_by_another_user_gets_the_safe_directory_advice(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """git's dubious-ownership refusal (an unpacked tarball, a mounted volume) is named as
+    such, with the command that lifts it, not as 'not a git repository (<a hint line>)'."""
+    if os.getuid() != 0:
+        pytest.skip("giving the repository to another user needs root")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(tmp_path / "no-global-gitconfig"))
+    for path in [repo, *repo.rglob("*")]:
+        os.lchown(path, 54321, 54321)
+    with pytest.raises(NotAGitRepository, match=r"owned by another user.*safe\.directory"):
+        JobWorkspace(repo, "main", "j").open()
 
 
 def test_open_refuses_an_unknown_ref_naming_ref_and_repo(repo: Path) -> None:

@@ -187,7 +187,16 @@ class JobWorkspace:
             raise NotAGitRepository(f"repository {self.repo} does not exist or is not a directory")
         probe = proc.git("rev-parse", "--is-bare-repository", cwd=self.repo, check=False)
         if probe.exit_code != 0:
-            why = probe.output.strip().splitlines()[-1:] or [""]
+            said = probe.output.strip()
+            if "dubious ownership" in said:
+                # git's safe.directory check: a repository owned by another user (an
+                # unpacked tarball, a mounted volume) is refused before anything is read.
+                raise NotAGitRepository(
+                    f"git refuses to read {self.repo}: it is owned by another user. If you "
+                    "trust it, run `git config --global --add safe.directory "
+                    f"{self.repo.resolve()}` (or chown it to yourself)"
+                )
+            why = said.splitlines()[-1:] or [""]
             raise NotAGitRepository(f"{self.repo} is not a git repository ({why[0]})")
         if probe.output.strip() == "false":
             top = Path(git_out("rev-parse", "--show-toplevel", cwd=self.repo))
