@@ -63,7 +63,7 @@ def verify(
             return Outcome.TIMEOUT, _timeout(result, budget), log
         verdict = judge(result, baseline=baseline, expected_tests=failure.failing_tests)
         if failure.source == "airflow":  # `tasks test` exits 0 for a skipped task
-            verdict = check_tasks(verdict, result.output, failure.failing_tests)
+            verdict = check_tasks(verdict, result.output, failure.failing_tests, result.tests)
         if not verdict.passed:
             after = analyze(result.output, repo_root=str(tree), command=step.command).fingerprint
             change = (
