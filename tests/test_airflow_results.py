@@ -122,11 +122,32 @@ def _dag_file() -> str:
     return DAG + "\n".join(body) + MAPPED
 
 
+LISTENER = """
+from airflow.listeners import hookimpl
+from airflow.plugins_manager import AirflowPlugin
+
+class Listener:
+    @hookimpl
+    def on_task_instance_running(self, previous_state, task_instance, session):
+        print("LISTENER running", task_instance.task_id, flush=True)
+
+    @hookimpl
+    def on_task_instance_success(self, previous_state, task_instance, session):
+        print("LISTENER success", task_instance.task_id, flush=True)
+
+class ListenerPlugin(AirflowPlugin):
+    name = "listener"
+    listeners = [Listener()]
+"""
+
+
 @pytest.fixture(scope="module")
 def airflow(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[DockerHarness, Path]]:
     project = tmp_path_factory.mktemp("airflow-cases")
     (project / "dags").mkdir()
     (project / "dags" / "cases.py").write_text(_dag_file(), encoding="utf-8")
+    (project / "plugins").mkdir()
+    (project / "plugins" / "listener.py").write_text(LISTENER, encoding="utf-8")
     for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "cases"]):
         subprocess.run(
             ["git", "-c", "user.name=t", "-c", "user.email=t@t.invalid", *args],
@@ -178,6 +199,27 @@ def test_a_failing_task_is_recorded_failed_by_the_collector(
     assert not result.tests.tampered
     assert not result.tests.rejected
     assert _baseline("cases.fails").tests == result.tests
+
+
+@pytest.mark.slow
+def test_airflow_calls_no_success_listener_under_tasks_test(
+    airflow: tuple[DockerHarness, Path],
+) -> None:
+    """Why the collector wraps the run instead of listening: 2.10.5 guards
+    `on_task_instance_success` with `if not test_mode`."""
+    harness, project = airflow
+    result = harness.run(
+        "AIRFLOW__CORE__PLUGINS_FOLDER=$PWD/plugins "
+        "airflow tasks test cases returns_value 2026-01-05",
+        project,
+        timeout=300,
+        idle_timeout=300,
+    )
+    assert result.exit_code == 0, result.output[-2000:]
+    assert "LISTENER running returns_value" in result.output
+    assert "LISTENER success" not in result.output
+    assert result.tests is not None
+    assert result.tests.outcomes == {"cases.returns_value": "passed"}
 
 
 @pytest.mark.slow
