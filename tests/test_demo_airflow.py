@@ -50,9 +50,9 @@ def test_airflow_example_heals_and_the_parse_check_is_a_regression_step(tmp_path
     renamed = step["attempts"][0]
     assert renamed["reason"].startswith("the failing step passes but the regression steps got")
     assert "ImportError in dags/weekly_report.py" in renamed["reason"]
-    # `tasks test` exits 0 for a skipped task: Airflow's own mark of the task decides.
+    # `tasks test` exits 0 for a skipped task: the Airflow collector's signed record decides.
     skipped = step["attempts"][1]
-    assert "Airflow says daily_revenue.summarize was skipped, not success" in skipped["reason"]
+    assert "not observed passing: daily_revenue.summarize (skipped)" in skipped["reason"]
     wrong = step["attempts"][2]
     assert "failure changed" in wrong["reason"]
     assert "unconverted data remains: +00:00" in wrong["log_excerpt"]

@@ -262,3 +262,22 @@ def test_digits_inside_quoted_values_and_generated_ids_do_not_split_a_bug() -> N
     assert fp("KeyError: 'bob-93'") != fp("KeyError: 'alice'")
     assert fp("KeyError: '93'") != fp("KeyError: '88'")
     assert fp("TypeError: expected int32") != fp("TypeError: expected int64")
+
+
+def test_frames_of_patchheal_collectors_are_not_the_projects() -> None:
+    """The Airflow collector wraps the task run, so its frames are in a failing task's
+    traceback (measured: the example's failure named it its first project frame)."""
+    trace = (
+        "Traceback (most recent call last):\n"
+        '  File "/opt/patchheal/collectors/patchheal_airflow.py", line 72, in _run_raw_task\n'
+        "    return original(*args, **kwargs)\n"
+        '  File "/workspace/dags/daily_revenue.py", line 9, in summarize\n'
+        "    parse(text)\n"
+        "ValueError: bad date\n"
+    )
+    failure = analyze(trace, repo_root="/workspace")
+    files = [(f.file, f.in_project) for f in failure.frames]
+    assert files == [
+        ("<patchheal>/patchheal_airflow.py", False),
+        ("dags/daily_revenue.py", True),
+    ]

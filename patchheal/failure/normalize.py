@@ -42,6 +42,11 @@ _TMP_PATH = re.compile(
 _TMP_NAME = re.compile(r"<tmp>/tmp[a-z0-9_]{8}\b")
 _HOME = re.compile(r"(?:/home/[^/\s'\"]+|/Users/[^/\s'\"]+|/root)(?=/)")
 _PY_VERSION_DIR = re.compile(r"python3\.\d+")
+# patchheal's own collectors (mounted in a container, or the package's folder locally) wrap
+# the runner, so their frames sit in a step's tracebacks: library code, not the project's.
+_COLLECTORS = re.compile(
+    r"^.*?(?:/opt/patchheal/collectors|[/\\]patchheal[/\\]harness[/\\]collectors)[/\\]"
+)
 _LIB_PREFIX = re.compile(r"^.*?[/\\](site-packages|dist-packages|node_modules)[/\\]")
 _STDLIB_PREFIX = re.compile(r"^.*?[/\\](?:lib|Lib)[/\\]python\d(?:\.\d+)?[/\\]")
 
@@ -113,7 +118,7 @@ def path_kind(path: str) -> str:
     """`project`, `library` (site-packages...), `stdlib`, or `frozen` (`<frozen x>`, `<string>`)."""
     if _FROZEN.match(path):
         return "frozen"
-    if _LIBRARY.search(path):
+    if _LIBRARY.search(path) or _COLLECTORS.match(path):
         return "library"
     if _STDLIB.search(path):
         return "stdlib"
@@ -128,6 +133,8 @@ def relative_path(path: str, roots: Sequence[str] = ()) -> str:
         if root and path.startswith(root + "/"):
             return path[len(root) + 1 :]
     kind = path_kind(path)
+    if kind == "library" and _COLLECTORS.match(path):
+        return _COLLECTORS.sub("<patchheal>/", path)
     if kind == "library":
         return _LIB_PREFIX.sub(lambda m: f"<{m.group(1)}>/", path)
     if kind == "stdlib":

@@ -66,7 +66,7 @@ def verify(
             return Outcome.TIMEOUT, _timeout(result, budget), log
         verdict = judge(result, baseline=baseline, expected_tests=failure.failing_tests)
         if failure.source == "airflow":  # `tasks test` exits 0 for a skipped task
-            verdict = check_tasks(verdict, result.output, failure.failing_tests)
+            verdict = check_tasks(verdict, result.output, failure.failing_tests, result.tests)
         unjudged = "" if verdict.passed else environmental(result, tree)
         if unjudged:
             # Not the patch's verdict: recorded so, its claim is released (never poisoned).

@@ -1,4 +1,4 @@
-"""Loads patchheal's unittest collector when the harness opened a results channel.
+"""Loads patchheal's unittest and Airflow collectors when the harness opened a results channel.
 
 Python imports `sitecustomize` at start-up from the first directory on
 sys.path that has one; the harness puts this directory first on PYTHONPATH,
@@ -15,6 +15,11 @@ if os.environ.get("PATCHHEAL_RESULTS_DIR"):
     # A broken collector must never break the step itself.
     with contextlib.suppress(Exception):
         import patchheal_unittest  # noqa: F401
+    with contextlib.suppress(Exception):
+        # Wraps Airflow's task-instance run if this process ever imports it.
+        import patchheal_airflow
+
+        patchheal_airflow.install()
 
 _HERE = os.path.dirname(os.path.abspath(__file__))  # noqa: PTH100, PTH120
 for _entry in sys.path:
