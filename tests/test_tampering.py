@@ -190,6 +190,37 @@ HOSTILE: dict[str, tuple[dict[str, str], str]] = {
         {"tox.ini": TOX.replace("pytest -q", "sh -c 'pytest -q || :'")},
         "swallows the runner's failure",
     ),
+    "the run's token read from /proc/self/environ": (
+        {
+            "app/core.py": SOURCE
+            + "\n\ndef _env():\n    return open('/proc/self/environ', 'rb').read()\n"
+        },
+        "reads a process's original environment",
+    ),
+    "the parent shell's environment read from /proc": (
+        {
+            "app/core.py": SOURCE
+            + "\n\nimport os\n\nENV = open(f'/proc/{os.getppid()}/environ').read()\n"
+        },
+        "reads a process's original environment",
+    ),
+    "the token variable named": (
+        _src(
+            "import sys\n", "import os\nimport sys\n\nKEY = os.getenv('PATCHHEAL_RESULTS_TOKEN')\n"
+        ),
+        "names patchheal's results channel",
+    ),
+    "the collector imported and driven": (
+        {
+            "tests/conftest.py": "import pytest\nimport patchheal_results\n\n"
+            "patchheal_results.finish()\n"
+        },
+        "names patchheal's test-result collectors",
+    ),
+    "a shell test script reading the environ file": (
+        {"Makefile": MAKEFILE.replace("pytest -q", "cat /proc/$$$$/environ > /tmp/e; pytest -q")},
+        "reads a process's original environment",
+    ),
 }
 
 
@@ -255,6 +286,13 @@ LEGITIMATE: dict[str, dict[str, str]] = {
     "a new module with a guarded CLI": {
         "app/cli.py": "import sys\n\nfrom app.core import main\n\n"
         'if __name__ == "__main__":\n    raise SystemExit(main())\n'
+    },
+    "code reading its own environment through os.environ": {
+        "app/config.py": "import os\n\nDEBUG = os.environ.get('APP_DEBUG') == '1'\n"
+    },
+    "a /proc reader for memory statistics": {
+        "app/mem.py": "def rss():\n    with open('/proc/self/status') as f:\n"
+        "        return [l for l in f if l.startswith('VmRSS')]\n"
     },
 }
 

@@ -74,6 +74,23 @@ _SCRIPT_TRICKS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         ),
     )
 )
+# patchheal's own results channel, named by a patch in any file: reading the run's token
+# (the collectors take it out of os.environ, but /proc/<pid>/environ keeps the process's
+# original environment) or driving a collector directly is forging the verdict, never a fix.
+_HARNESS_REFS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(p), why)
+    for p, why in (
+        (
+            r"/proc/[^\s\"']*environ|\bproc\b.{0,40}\benviron\b",
+            "reads a process's original environment",
+        ),
+        (r"\bPATCHHEAL_(?:RESULTS|TRACE)\w*", "names patchheal's results channel"),
+        (
+            r"\bpatchheal_(?:results|pytest|unittest|airflow|trace)\b|patchheal-results",
+            "names patchheal's test-result collectors",
+        ),
+    )
+)
 _TEST_WORDS = re.compile(
     r"(?i)(?<![a-z])test|pytest|jest|mocha|vitest|unittest|\btox\b|\bnox\b|\bcheck\b|\bspec\b"
 )
@@ -86,12 +103,25 @@ def runner_tampering(patched: PatchedFile, original: str | None) -> list[str]:
     name = paths[-1] if paths else "?"
     if diffs.file_status(patched) == "deleted":
         return []
-    reasons: list[str] = []
+    reasons = list(_harness_refs(patched, name))
     if _SCRIPT_FILES.search(name):
         reasons.extend(_script_tricks(patched, name))
     if name.endswith(".py"):
         reasons.extend(_python_tricks(patched, name, original))
     return reasons
+
+
+def _harness_refs(patched: PatchedFile, name: str) -> Iterator[str]:
+    """Added lines, in a file of any kind, that reach for the results channel itself."""
+    for hunk in patched:
+        for line in hunk:
+            if not line.is_added:
+                continue
+            text = line.value.rstrip("\n")
+            for pattern, why in _HARNESS_REFS:
+                if pattern.search(text):
+                    yield f"{name}:{line.target_line_no}: {why} (`{text.strip()[:120]}`)"
+                    break
 
 
 def _script_tricks(patched: PatchedFile, name: str) -> Iterator[str]:
