@@ -204,6 +204,13 @@ HOSTILE: dict[str, tuple[dict[str, str], str]] = {
         },
         "reads a process's original environment",
     ),
+    "the environ file path assembled with os.path.join": (
+        {
+            "app/core.py": SOURCE
+            + "\n\nimport os\n\nP = os.path.join('/proc', str(os.getpid()), 'environ')\n"
+        },
+        "reads a process's original environment",
+    ),
     "the token variable named": (
         _src(
             "import sys\n", "import os\nimport sys\n\nKEY = os.getenv('PATCHHEAL_RESULTS_TOKEN')\n"
@@ -289,6 +296,11 @@ LEGITIMATE: dict[str, dict[str, str]] = {
     },
     "code reading its own environment through os.environ": {
         "app/config.py": "import os\n\nDEBUG = os.environ.get('APP_DEBUG') == '1'\n"
+    },
+    "a subprocess named proc given os.environ": {
+        "app/run.py": "import os\nimport subprocess\n\n\ndef run(cmd):\n"
+        "    proc = subprocess.run(cmd, env=dict(os.environ), check=False)\n"
+        "    return proc.returncode\n"
     },
     "a /proc reader for memory statistics": {
         "app/mem.py": "def rss():\n    with open('/proc/self/status') as f:\n"

@@ -81,7 +81,7 @@ _HARNESS_REFS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
     (re.compile(p), why)
     for p, why in (
         (
-            r"/proc/[^\s\"']*environ|\bproc\b.{0,40}\benviron\b",
+            r"/proc/[^\s\"']*environ|[\"']/proc/?[\"'].{0,60}[\"']environ[\"']",
             "reads a process's original environment",
         ),
         (r"\bPATCHHEAL_(?:RESULTS|TRACE)\w*", "names patchheal's results channel"),
