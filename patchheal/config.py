@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -142,6 +143,23 @@ class RegressionSpec(_Spec):
     """The `[regression]` table: commands that must not get worse."""
 
     command: str | None = Field(None, description="e.g. 'pytest -q'")
+    harness: bool = Field(
+        True,
+        description="also run the harness definition's own regression steps (its "
+        "`regression` list, e.g. the airflow harness's DAG parse check); false leaves "
+        "only `command`",
+    )
+
+    def steps(self, harness_steps: Sequence[str]) -> tuple[str, ...]:
+        """The job's regression commands: `command`, then the harness's (unless turned
+        off), each once: a spec that already names the harness's command runs it once."""
+        named = [self.command] if self.command else []
+        if self.harness:
+            named += harness_steps
+        unique: dict[str, str] = {}
+        for command in named:
+            unique.setdefault(" ".join(command.split()), command)
+        return tuple(unique.values())
 
 
 class BudgetSpec(_Spec):

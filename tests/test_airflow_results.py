@@ -178,8 +178,8 @@ def _verify(airflow: tuple[DockerHarness, Path], task: str, extra: str = "") -> 
         BudgetSpec(verify_runs=1, step_timeout_seconds=300, idle_timeout_seconds=300),
         baseline=_baseline(task),
         failure=Failure(fingerprint="baseline", failing_tests=(task,), source="airflow"),
-        regression=None,
-        regression_baseline=None,
+        regression=(),
+        regression_baseline={},
     )
     return outcome, reason
 

@@ -625,7 +625,7 @@ def evaluate(case: Case, root: Path, harness: Harness | None = None, *, python: 
     harness = harness or LocalHarness()
     budget = BudgetSpec(step_timeout_seconds=120, idle_timeout_seconds=60, **case.budget)
     command = project.command.format(python=python)
-    regression = project.regression.format(python=python) if project.regression else None
+    regression = (project.regression.format(python=python),) if project.regression else ()
     step = StepSpec(name="unit", command=command, results=project.results)
     gate = reproduce(harness, step, repo, budget, regression=regression)
     klass = gate.classification.failure_class if gate.classification else None

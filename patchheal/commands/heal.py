@@ -149,6 +149,30 @@ def _say_workflow(spec: Any) -> None:
         click.echo(f"  {note}", err=True)
 
 
+def _harness_regression_note(spec: Any) -> str:
+    """TOML comment lines naming the regression steps the job's Docker harness adds to
+    `[regression]` (its harness.toml `regression`), so `--print-spec` shows what runs."""
+    from patchheal.errors import PatchhealError
+    from patchheal.harness.registry import resolve
+
+    try:
+        defn, _ = resolve(spec, Path(spec.job.repo))
+    except PatchhealError:  # `heal` itself says why the harness cannot be had
+        return ""
+    if defn is None:
+        return ""
+    own = 1 if spec.regression.command else 0
+    added = spec.regression.steps(defn.regression)[own:]
+    if not added:
+        return ""
+    lines = [
+        f"# Regression steps the harness {defn.name!r} adds in Docker (its harness.toml "
+        "`regression`; [regression] harness = false turns them off):",
+        *(f"#   {command}" for command in added),
+    ]
+    return "\n" + "\n".join(lines) + "\n"
+
+
 @click.command()
 @click.argument("job_file", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--repo", help="repository (instead of a job file)")
@@ -257,7 +281,7 @@ def heal(
     if spec.job.workflow is not None:
         _say_workflow(spec)
     if print_spec:
-        click.echo(spec_toml, nl=False)
+        click.echo(spec_toml + _harness_regression_note(spec), nl=False)
         return
     sys.exit(
         run_heal(

@@ -36,6 +36,9 @@ class Harness(Protocol):
     name: str
     """Shown in reports, e.g. 'local' or 'docker:python'."""
 
+    regression: tuple[str, ...]
+    """Regression steps this harness adds to every job's (its definition's `regression`)."""
+
     def prepare(self, worktree: Path) -> None:
         """Make the runtime ready for this worktree (image, dependencies).
 

@@ -55,6 +55,7 @@ class ComposeHarness:
         self.defn = defn
         self.spec = defn.compose
         self.name = f"docker:{defn.name}"
+        self.regression = defn.regression
         self._repo = repo
         self._say: Say = say or (lambda msg: log.info("%s", msg))
         self._said: set[str] = set()  # service images whose mapping was already announced

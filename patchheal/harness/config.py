@@ -168,6 +168,12 @@ class HarnessDef(_Def):
     env: dict[str, str] = Field(
         default_factory=dict, description="fixed variables; override the deterministic ones"
     )
+    regression: tuple[str, ...] = Field(
+        (),
+        description="regression steps every job on this harness gets after its own "
+        "[regression] command (measured at reproduction, must not get worse), e.g. the "
+        "airflow harness's DAG parse check; a job turns them off with [regression] harness = false",
+    )
     env_passthrough: tuple[str, ...] = Field(
         (), description="host variables passed through by name"
     )

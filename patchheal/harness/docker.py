@@ -75,6 +75,7 @@ class DockerHarness:
         del repo
         self.defn = defn
         self.name = f"docker:{defn.name}"
+        self.regression = defn.regression
         self.job_id = job_id or f"adhoc-{os.getpid()}"
         self._setup = tuple(setup)
         self.passthrough = tuple(env_passthrough)

@@ -34,6 +34,8 @@ class LocalHarness:
     """Runs commands with `/bin/sh -c` in the worktree, process-group killed on timeout."""
 
     name = "local"
+    # A host process has no harness definition, so no regression steps of its own.
+    regression: tuple[str, ...] = ()
 
     def __init__(
         self,

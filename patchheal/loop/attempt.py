@@ -57,7 +57,8 @@ class StepState:
     start_commit: str
     failure: Failure
     baseline: Verdict
-    regression_baseline: Verdict | None
+    regression_baseline: dict[str, Verdict]
+    """Each regression step's verdict at reproduction, by command."""
     attempts: list[AttemptRecord] = field(default_factory=list)
     failure_class: str = "unknown"
     """The step's failure classification: a tag on every attempt's metrics."""
@@ -78,6 +79,8 @@ class AttemptRunner:
     paths: RunPaths
     scrubber: Scrubber
     metrics: Metrics
+    regression: tuple[str, ...] = ()
+    """The job's regression steps (JobState.regression)."""
     harness_prepared: bool = False
 
     def run(
@@ -242,7 +245,7 @@ class AttemptRunner:
             self.job.budget,
             baseline=step.baseline,
             failure=step.failure,
-            regression=self.job.regression.command,
+            regression=self.regression,
             regression_baseline=step.regression_baseline,
         )
         return outcome, reason, f"(patch applied with {method})\n{log}"

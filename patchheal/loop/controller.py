@@ -241,7 +241,12 @@ class HealLoop:
                 self.spec, Path(self.spec.job.repo), say=self.say
             )
         self.state.harness_name = harness.name
+        self.state.regression = self.spec.regression.steps(harness.regression)
         self.say(f"harness: {harness.name} ({self.state.harness_reason})")
+        own = 1 if self.spec.regression.command else 0
+        added = self.state.regression[own:]
+        if added:
+            self.say(f"regression steps the harness adds: {'; '.join(added)}")
         return harness
 
     def _start(self, store: AttemptStore, events: EventLog) -> None:

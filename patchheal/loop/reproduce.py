@@ -9,6 +9,7 @@ never runs: `dependency_issue`, naming what could not be had.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from patchheal.errors import DependencySetupError
 from patchheal.failure.analysis import analyze, analyze_file
 from patchheal.failure.classify import classify, flaky
 from patchheal.harness.base import Harness
+from patchheal.loop.verification import judge_regression
 from patchheal.models import (
     PATCHABLE_CLASSES,
     Classification,
@@ -41,7 +43,8 @@ class Reproduction:
     failure: Failure | None
     classification: Classification | None
     ci_fingerprint: str | None
-    regression_baseline: Verdict | None
+    regression_baseline: dict[str, Verdict]
+    """Each regression step's verdict on the starting point, by command."""
 
 
 def _run(
@@ -114,11 +117,16 @@ def _setup_failed(step: StepSpec, exc: DependencySetupError) -> Reproduction:
             "Python, a reachable index: PIP_INDEX_URL in [job] env), then heal again.",
         ),
     )
-    return Reproduction(result, judge(result), failure, classification, None, None)
+    return Reproduction(result, judge(result), failure, classification, None, {})
 
 
 def reproduce(
-    harness: Harness, step: StepSpec, tree: Path, budget: BudgetSpec, *, regression: str | None
+    harness: Harness,
+    step: StepSpec,
+    tree: Path,
+    budget: BudgetSpec,
+    *,
+    regression: Sequence[str],
 ) -> Reproduction:
     """Run the step (and the regression steps) on the untouched starting point."""
     try:
@@ -137,7 +145,7 @@ def reproduce(
     if verdict.passed:
         basis = ci_failure or analyze(result.output, repo_root=str(tree), command=step.command)
         classification = _when_passing(harness, step, tree, budget, basis, ci_fingerprint)
-        return Reproduction(result, verdict, ci_failure, classification, ci_fingerprint, None)
+        return Reproduction(result, verdict, ci_failure, classification, ci_fingerprint, {})
     failure = analyze(result.output, repo_root=str(tree), command=step.command)
     classification = classify(
         failure,
@@ -167,9 +175,16 @@ def reproduce(
         passes = sum(1 for _ in range(budget.flaky_reruns) if _passes(harness, step, tree, budget))
         if passes:
             classification = flaky(failure, passes=passes, runs=budget.flaky_reruns + 1)
-    regression_baseline = None
-    if regression is not None:
-        regression_baseline = judge(_run(harness, regression, tree, budget))
-    return Reproduction(
-        result, verdict, failure, classification, ci_fingerprint, regression_baseline
-    )
+    baselines = _regression_baselines(harness, regression, tree, budget)
+    return Reproduction(result, verdict, failure, classification, ci_fingerprint, baselines)
+
+
+def _regression_baselines(
+    harness: Harness, regression: Sequence[str], tree: Path, budget: BudgetSpec
+) -> dict[str, Verdict]:
+    """The verdict each regression step is compared with: e.g. a DAG file that does not
+    parse at base is known here, so it is not blamed on a patch."""
+    return {
+        command: judge_regression(_run(harness, command, tree, budget), tree, None)
+        for command in regression
+    }

@@ -84,7 +84,7 @@ class StepSequence:
         spec = self.spec
         self.runner = AttemptRunner(
             spec, workspace, self.verify_tree, harness, store, events, self.paths,
-            scrubber, metrics,
+            scrubber, metrics, regression=state.regression,
         )  # fmt: skip
         self.chain = [
             (config, create_proposer(config, job=spec, sleep=sleep))
@@ -159,7 +159,7 @@ class StepSequence:
             step_spec,
             self.verify_tree,
             self.spec.budget,
-            regression=self.spec.regression.command,
+            regression=self.state.regression,
         )
         self.runner.harness_prepared = True
         failure, classification = repro.failure, repro.classification

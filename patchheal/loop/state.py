@@ -29,6 +29,8 @@ class JobState:
     branch: str | None = None
     final_diff: str = ""
     harness_name: str = "local"
+    regression: tuple[str, ...] = ()
+    """The regression steps: the job's [regression] command, then its harness's own."""
     base_commit: str = ""
     pull_request: str | None = None
     interrupted: bool = False

@@ -55,6 +55,7 @@ def build_report(state: JobState) -> JobReport:
         base_commit=state.base_commit,
         harness=state.harness_name,
         harness_reason=state.harness_reason,
+        regression=state.regression,
         status=state.status,
         retryable=state.retryable,
         stop_reason=state.stop_reason,

@@ -2,12 +2,16 @@
 
 Every run of the failing step must pass the verdict (`verdict/judge.py`,
 by test id when the harness's collectors reported): one green run of a flaky
-test proves nothing. The regression steps must not get worse than their
-baseline, by counts and by test id. The caller has applied the patch.
+test proves nothing. Each regression step (the job's `[regression]` command,
+then its harness's, e.g. Airflow's parse check) must not get worse than its
+baseline at reproduction, by counts and by test id (for Airflow, by DAG file:
+a file that did not import at base is not the patch's regression, a newly
+broken one is). The caller has applied the patch.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from patchheal.config import BudgetSpec, StepSpec
@@ -49,8 +53,8 @@ def verify(
     *,
     baseline: Verdict,
     failure: Failure,
-    regression: str | None,
-    regression_baseline: Verdict | None,
+    regression: Sequence[str],
+    regression_baseline: Mapping[str, Verdict],
 ) -> tuple[Outcome, str, str]:
     """The outcome of a patched `tree`, why, and the log of the runs."""
     runs = budget.verify_runs
@@ -86,9 +90,9 @@ def verify(
             )
         passed = verdict
     assert passed is not None  # verify_runs >= 1
-    if regression is None:
+    if not regression:
         return Outcome.FIXED, f"the failing step passes: {passed.reason}", log
-    bad, why, reg_log = _regression(harness, regression, tree, budget, regression_baseline)
+    bad, why, reg_log = _regressions(harness, regression, tree, budget, regression_baseline)
     log += reg_log
     if bad is Outcome.REGRESSION:
         return bad, f"the failing step passes but the regression steps got worse: {why}", log
@@ -99,6 +103,24 @@ def verify(
         f"the failing step passes and the regression steps did not get worse: {passed.reason}",
         log,
     )
+
+
+def _regressions(
+    harness: Harness,
+    regression: Sequence[str],
+    tree: Path,
+    budget: BudgetSpec,
+    baselines: Mapping[str, Verdict],
+) -> tuple[Outcome | None, str, str]:
+    """The regression steps in order, each against its own baseline; the first that went
+    wrong ends them (None: none got worse), why, and their log."""
+    log = ""
+    for command in regression:
+        bad, why, step_log = _regression(harness, command, tree, budget, baselines.get(command))
+        log += step_log
+        if bad is not None:
+            return bad, why, log
+    return None, "", log
 
 
 def _regression(
@@ -116,7 +138,7 @@ def _regression(
     log = f"\n$ {command}\n{result.output}"
     if result.timed_out is not None:
         return Outcome.TIMEOUT, f"regression steps: {result.timed_out} timeout", log
-    verdict = judge(result, baseline=baseline)
+    verdict = judge_regression(result, tree, baseline)
     if baseline is not None:
         got_worse, why = worse(baseline, verdict)
     else:
@@ -125,16 +147,37 @@ def _regression(
     if unjudged:
         return Outcome.HARNESS_ERROR, f"{_NOT_JUDGED} in the regression steps: {unjudged}", log
     if got_worse:
-        why += _what_failed(result.output, command, tree)
+        known = baseline.failing_tests if baseline is not None else ()
+        why += _what_failed(result.output, command, tree, known)
     return (Outcome.REGRESSION if got_worse else None), why, log
 
 
-def _what_failed(output: str, command: str, tree: Path) -> str:
+def judge_regression(result: CommandResult, tree: Path, baseline: Verdict | None) -> Verdict:
+    """The verdict of a regression step's run, its failing ids including the DAG files that
+    did not import: Airflow's parse check names them only in its own table, and without
+    them a patch that breaks one more DAG while another was already broken at base would
+    compare as no worse (both runs exit 1)."""
+    verdict = judge(result, baseline=baseline)
+    if verdict.passed:
+        return verdict
+    parsed = analyze(result.output, repo_root=str(tree), command=result.command)
+    if parsed.source != "airflow" or not parsed.failing_tests:
+        return verdict
+    failing = tuple(dict.fromkeys((*verdict.failing_tests, *parsed.failing_tests)))
+    return verdict.model_copy(update={"failing_tests": failing})
+
+
+def _what_failed(output: str, command: str, tree: Path, known: Sequence[str]) -> str:
     """' — ImportError in dags/weekly_report.py: ...': what the regression output says broke
-    (an exit code alone does not tell a reviewer which DAG file stopped parsing)."""
+    (an exit code alone does not tell a reviewer which DAG file stopped parsing). The
+    headline exception is the first failure's: when that one already failed at base
+    (`known`), it is not what the patch broke, and nothing is added."""
     failure = analyze(output, repo_root=str(tree), command=command)
     if not failure.error_type:
         return ""
-    where = f" in {', '.join(failure.failing_tests[:3])}" if failure.failing_tests else ""
+    if failure.failing_tests and failure.failing_tests[0] in known:
+        return ""
+    new = [test for test in failure.failing_tests if test not in known]
+    where = f" in {', '.join(new[:3])}" if new else ""
     first = failure.message.split("\n", 1)[0][:200]
     return f" — {failure.error_type}{where}: {first}"

@@ -60,6 +60,9 @@ class JobReport(_Model):
     base_commit: str = Field(description="the commit the base ref resolved to")
     harness: str
     harness_reason: str = Field(description="why this harness was chosen")
+    regression: tuple[str, ...] = Field(
+        (), description="the regression steps: the job's [regression] command, then the harness's"
+    )
     status: JobStatus
     retryable: bool = Field(description="an outer scheduler may requeue it with backoff")
     stop_reason: str
