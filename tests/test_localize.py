@@ -107,6 +107,48 @@ def test_a_big_module_is_cut_to_what_the_test_reaches(
     assert not any(s.whole_file for s in found.spans)  # 60 padded helpers do not fit 1500 tokens
 
 
+# A 200-line function (click's `Option.__init__` and `Context.__init__` are 130-170) whose
+# bug is in its last lines, in a module too big to show whole.
+LONG = (
+    BIG.rpartition("def apply_coupon")[0]
+    + "def apply_coupon(price, code):\n"
+    + "".join(f"    price = price + {j} - {j}  # step {j}\n" for j in range(196))
+    + "    return price  # ignores the code\n"
+)
+
+
+def test_a_long_function_the_test_reaches_is_shown_to_its_last_line_verbatim(
+    make_repo: Callable[[dict[str, str]], Path],
+) -> None:
+    repo = make_repo({"shop/__init__.py": "", "shop/big.py": LONG, "tests/test_big.py": BIG_TEST})
+    files = ["shop/__init__.py", "shop/big.py", "tests/test_big.py"]
+    found = localize(
+        repo, files, failing_tests=["tests/test_big.py::test_coupon"], budget_tokens=4000
+    )
+    lines = LONG.splitlines()
+    first = next(i + 1 for i, line in enumerate(lines) if "def apply_coupon" in line)
+    assert len(lines) - first + 1 == 198
+    spans = [s for s in found.spans if s.file == "shop/big.py" and s.start <= first <= s.end]
+    assert spans
+    assert spans[0].end >= len(lines)  # the bug, 197 lines into the function
+    assert not spans[0].whole_file
+    ctx = build_context(
+        job=_job(repo),
+        step_index=1,
+        failure=_failure("tests/test_big.py::test_coupon"),
+        classification=CODE_BUG,
+        worktree=repo,
+        prior=[],
+        hints=[],
+        code_budget_tokens=6000,
+    )
+    shown = [e for e in ctx.excerpts if e.file == "shop/big.py" and e.start_line <= first]
+    excerpt = next(e for e in shown if "def apply_coupon" in e.text)
+    text = excerpt.text.splitlines()
+    assert text == lines[excerpt.start_line - 1 : excerpt.start_line - 1 + len(text)]
+    assert text[-1] == "    return price  # ignores the code"
+
+
 def test_breaking_change_and_recent_history_come_from_last_green(
     make_repo: Callable[[dict[str, str]], Path],
 ) -> None:
