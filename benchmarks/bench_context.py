@@ -60,7 +60,7 @@ from patchheal.failure.analysis import analyze
 from patchheal.harness.definitions import load_harness
 from patchheal.harness.deps import DEPENDENCY_GLOBS
 from patchheal.harness.docker import DockerHarness
-from patchheal.models import Classification, Failure, FailureClass, TestTrace
+from patchheal.models import Classification, Failure, FailureClass, TestResults, TestTrace
 
 CORPUS = Path(__file__).resolve().parent / "corpus" / "context_bugs.json"
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+\d+(?:,\d+)? @@", re.MULTILINE)
@@ -91,8 +91,11 @@ def git(git_dir: Path, *args: str) -> str:
     ).stdout
 
 
-def materialize(case: dict[str, object], git_dir: Path, into: Path) -> None:
-    """The parent's tree, the fix's test files over it, committed so `git ls-files` works."""
+def materialize(
+    case: dict[str, object], git_dir: Path, into: Path, *, with_fix: bool = False
+) -> None:
+    """The parent's tree, the fix's test files over it (and its source files too, when
+    `with_fix`), committed so `git ls-files` works."""
     parent, fix = str(case["parent"]), str(case["fix"])
     archive = subprocess.run(
         ["git", f"--git-dir={git_dir}", "archive", parent], capture_output=True, check=True
@@ -101,7 +104,7 @@ def materialize(case: dict[str, object], git_dir: Path, into: Path) -> None:
     changed = git(git_dir, "diff", "--name-only", parent, fix).split()
     fix_files = set(case["fix_files"])  # type: ignore[arg-type]
     for name in changed:
-        if name in fix_files or not name.endswith(".py"):
+        if (name in fix_files and not with_fix) or not name.endswith(".py"):
             continue  # the fix itself stays out: only its tests are laid over
         text = subprocess.run(
             ["git", f"--git-dir={git_dir}", "show", f"{fix}:{name}"], capture_output=True
@@ -164,10 +167,16 @@ class Run:
     output: str = ""
     traces: dict[str, TestTrace] | None = None
     reason: str = ""
+    fixed_passes: bool | None = None  # the same test on the fix's tree (None: not run)
 
     @property
     def usable(self) -> bool:
         return bool(self.traces)
+
+    @property
+    def reproduced(self) -> bool:
+        """A reproduced bug: the test fails before the fix and passes after it."""
+        return self.usable and bool(self.fixed_passes)
 
 
 def same_test(node_id: str, test: str) -> bool:
@@ -203,42 +212,64 @@ def _config_back(tree: Path, aside: Path) -> None:
     shutil.rmtree(aside)
 
 
-def run_case(case: dict[str, object], tree: Path, harnesses: dict[str, DockerHarness]) -> Run:
-    """The failing test in the Docker python harness, as the reproduction runs a step."""
-    repo, test = str(case["repo"]), str(case["test"])
+def _harness(repo: str, harnesses: dict[str, DockerHarness]) -> DockerHarness:
     if repo not in harnesses:
         harnesses[repo] = DockerHarness(
             load_harness("python"), job_id=f"bench-context-{repo.split('/')[1]}", setup=SETUP[repo]
         )
-    harness = harnesses[repo]
+    return harnesses[repo]
+
+
+def _pytest(
+    harness: DockerHarness, tree: Path, targets: list[str], *, trace: bool
+) -> tuple[str, TestResults | None]:
+    """`python -m pytest -q TARGETS` on `tree` in the harness, its configuration aside."""
     aside, config = _config_aside(tree)
     # Absolute: a relative `pythonpath` is read from the configuration file's directory.
     src = f"{harness.defn.sandbox.workdir}/src"
     layout = ["-o", f"pythonpath={src}"] if (tree / "src").is_dir() else []
-    # The test's whole file, as a step often runs it: its passing tests are the contrast
-    # for the failing one's trace (the corpus names a test without its class).
-    file = test.partition("::")[0]
-    argv = ["python", "-m", "pytest", "-q", "-p", "no:cacheprovider", *config, *layout, file]
+    argv = ["python", "-m", "pytest", "-q", "-p", "no:cacheprovider", *config, *layout, *targets]
     try:
-        result = harness.run(shlex.join(argv), tree, timeout=300, idle_timeout=120, trace=True)
+        result = harness.run(shlex.join(argv), tree, timeout=300, idle_timeout=120, trace=trace)
     finally:
         harness.close()  # one sandbox per tree: the next case has another tree
         _config_back(tree, aside)
-    tests = result.tests
+    return result.output, result.tests
+
+
+def run_case(
+    case: dict[str, object], tree: Path, git_dir: Path, harnesses: dict[str, DockerHarness]
+) -> Run:
+    """The failing test in the Docker python harness, as the reproduction runs a step; then,
+    if it failed, the same test on the fix's tree, which must pass for a reproduced bug."""
+    repo, test = str(case["repo"]), str(case["test"])
+    harness = _harness(repo, harnesses)
+    # The test's whole file, as a step often runs it: its passing tests are the contrast
+    # for the failing one's trace (the corpus names a test without its class).
+    output, tests = _pytest(harness, tree, [test.partition("::")[0]], trace=True)
     if tests is None:
-        return Run(result.output, None, "no results (collection failed or pytest crashed)")
+        return Run(output, None, "no results (collection failed or pytest crashed)")
     traces = {t: tr for t, tr in tests.traces.items() if same_test(t, test)}
     if not traces:
         outcome = {o for t, o in tests.outcomes.items() if same_test(t, test)} or {"not run"}
-        return Run(result.output, None, f"the test did not fail in its call ({', '.join(outcome)})")
-    return Run(result.output, traces)
+        return Run(output, None, f"the test did not fail in its call ({', '.join(outcome)})")
+    with tempfile.TemporaryDirectory(prefix="bench-context-fixed-") as tmp:
+        fixed = Path(tmp)
+        materialize(case, git_dir, fixed, with_fix=True)
+        _out, after = _pytest(harness, fixed, sorted(traces), trace=False)
+    passes = after is not None and all(after.outcomes.get(t) == "passed" for t in traces)
+    return Run(output, traces, "" if passes else "the test does not pass after the fix", passes)
 
 
 def cached_run(
-    case: dict[str, object], tree: Path, harnesses: dict[str, DockerHarness], runs: Path | None
+    case: dict[str, object],
+    tree: Path,
+    git_dir: Path,
+    harnesses: dict[str, DockerHarness],
+    runs: Path | None,
 ) -> Run:
     if runs is None:
-        return run_case(case, tree, harnesses)
+        return run_case(case, tree, git_dir, harnesses)
     path = runs / f"{str(case['fix'])[:12]}.json"
     if path.is_file():
         data = json.loads(path.read_text())
@@ -247,15 +278,34 @@ def cached_run(
             data["output"],
             None if traces is None else {k: TestTrace.model_validate(v) for k, v in traces.items()},
             data["reason"],
+            data.get("fixed_passes"),
         )
-    run = run_case(case, tree, harnesses)
+    run = run_case(case, tree, git_dir, harnesses)
     traces = None if run.traces is None else {k: v.model_dump() for k, v in run.traces.items()}
-    path.write_text(json.dumps({"output": run.output, "traces": traces, "reason": run.reason}))
+    record = {"output": run.output, "traces": traces, "reason": run.reason}
+    path.write_text(json.dumps({**record, "fixed_passes": run.fixed_passes}))
     return run
 
 
+def per_function(traces: dict[str, TestTrace]) -> dict[str, TestTrace]:
+    """The traces without their line-level contrast: what the collector gave before it."""
+    plain = {"line_passed_by": None, "rare_lines": ()}
+    return {
+        test: trace.model_copy(
+            update={"functions": tuple(c.model_copy(update=plain) for c in trace.functions)}
+        )
+        for test, trace in traces.items()
+    }
+
+
 def measure(
-    case: dict[str, object], tree: Path, git_dir: Path, budget: int, run: Run | None
+    case: dict[str, object],
+    tree: Path,
+    git_dir: Path,
+    budget: int,
+    run: Run | None,
+    *,
+    lines: bool = True,
 ) -> Outcome:
     test = str(case["test"])
     job = JobSpec.model_validate(
@@ -267,6 +317,7 @@ def measure(
     if run is not None and run.usable:
         failure = analyze(run.output, repo_root=str(tree), command=f"pytest -q {test}")
         traces = run.traces or {}
+        traces = traces if lines else per_function(traces)
         # The case's test alone: others of its file may fail on Python 3.11 for other reasons.
         failure = failure.model_copy(update={"failing_tests": tuple(traces), "frames": ()})
     else:
@@ -312,38 +363,47 @@ def _recall(rows: list[Outcome]) -> str:
 class Result:
     repo: str
     tuned: bool  # in the set localization was tuned on (click and jinja's first cases)
-    ran: bool
+    ran: bool  # the test failed in its call phase before the fix, so there is a trace
+    reproduced: bool  # ... and it passes on the fix's tree: a reproduced bug
     built: Outcome
+    function_level: Outcome  # the run's evidence with the per-function contrast only
     static: Outcome
 
 
 def table(results: list[Result]) -> None:
     """Per group: the context as patchheal builds it (from the run where the test ran,
-    else static), and on the cases that ran, the run's context against the static one."""
+    else static); on the reproduced bugs, the run's context against the same run with a
+    per-function contrast only and against the static one."""
     print(
-        "| cases | bugs | ran | as built | ran: from the run | ran: static "
-        "| fell back: static | median tokens |"
+        "| cases | bugs | reproduced | as built | reproduced: from the run "
+        "| reproduced: per-function contrast | reproduced: static | median tokens |"
     )
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     groups = [
         ("click+jinja, tuned on", lambda r: r.tuned and r.repo not in HELD_OUT),
         ("click+jinja, added (not tuned on)", lambda r: not r.tuned and r.repo not in HELD_OUT),
-        ("requests (held out)", lambda r: r.repo in HELD_OUT),
+        *((f"{repo} (held out)", lambda r, repo=repo: r.repo == repo) for repo in sorted(HELD_OUT)),
         ("pallets/click", lambda r: r.repo == "pallets/click"),
         ("pallets/jinja", lambda r: r.repo == "pallets/jinja"),
+        ("held out, together", lambda r: r.repo in HELD_OUT),
         ("all", lambda r: True),
     ]
     for label, wanted in groups:
         chosen = [r for r in results if wanted(r)]
-        ran = [r for r in chosen if r.ran]
-        rest = [r for r in chosen if not r.ran]
-        tokens = statistics.median(r.built.tokens for r in chosen) if chosen else 0
+        if not chosen:
+            continue
+        bugs = [r for r in chosen if r.reproduced]
+        tokens = statistics.median(r.built.tokens for r in chosen)
         print(
-            f"| {label} | {len(chosen)} | {len(ran)} | {_recall([r.built for r in chosen])} "
-            f"| {_recall([r.built for r in ran])} | {_recall([r.static for r in ran])} "
-            f"| {_recall([r.static for r in rest])} | {tokens:.0f} |"
+            f"| {label} | {len(chosen)} | {len(bugs)} | {_recall([r.built for r in chosen])} "
+            f"| {_recall([r.built for r in bugs])} | {_recall([r.function_level for r in bugs])} "
+            f"| {_recall([r.static for r in bugs])} | {tokens:.0f} |"
         )
-    print("\nrecall: fix files whose every hunk / any hunk the context shows")
+    print(
+        "\nrecall: fix files whose every hunk / any hunk the context shows\n"
+        "reproduced: the test fails on the pre-fix tree (in its call, so it is traced) and "
+        "passes on the fix's tree"
+    )
 
 
 def main() -> int:
@@ -368,17 +428,25 @@ def main() -> int:
         with tempfile.TemporaryDirectory(prefix="bench-context-") as tmp:
             tree = Path(tmp)
             materialize(case, git_dir, tree)
-            run = None if args.static_only else cached_run(case, tree, harnesses, args.runs)
+            run = (
+                None if args.static_only else cached_run(case, tree, git_dir, harnesses, args.runs)
+            )
             new = measure(case, tree, git_dir, args.budget, run)
+            function_level = measure(case, tree, git_dir, args.budget, run, lines=False)
             static = measure(case, tree, git_dir, args.budget, None)
         ran = run is not None and run.usable
+        reproduced = run is not None and run.reproduced
         tuned = case.get("set") != "added"
-        results.append(Result(str(case["repo"]), tuned, ran, new, static))
+        results.append(
+            Result(str(case["repo"]), tuned, ran, reproduced, new, function_level, static)
+        )
         if args.verbose:
-            why = "ran" if ran else (run.reason if run is not None else "static only")
+            why = "reproduced" if reproduced else "static only"
+            why = run.reason if run is not None and run.reason else why
             print(
                 f"{case['repo']:<14} {str(case['fix'])[:10]} {case['test'][:60]:<60} "
-                f"built {new.all_hunks}/{new.files} static {static.all_hunks}/{static.files} "
+                f"built {new.all_hunks}/{new.files} per-function {function_level.all_hunks}/"
+                f"{function_level.files} static {static.all_hunks}/{static.files} "
                 f"{new.tokens} tok ({why})",
                 file=sys.stderr,
             )
@@ -388,10 +456,11 @@ def main() -> int:
         print("no case could be materialized: fetch the mirrors first (see benchmarks/README.md)")
         return 0
     ran = sum(1 for r in results if r.ran)
+    reproduced = sum(1 for r in results if r.reproduced)
     print(
-        f"{len(results)} bugs ({len(skipped)} skipped), {ran} run in the Docker python harness "
-        f"({100 * ran / len(results):.0f} %), budget {args.budget} tokens, "
-        f"tokenizer {tokenizer_name()}\n"
+        f"{len(results)} bugs ({len(skipped)} skipped), {ran} failing in the Docker python "
+        f"harness before the fix, {reproduced} of them passing after it (reproduced), "
+        f"budget {args.budget} tokens, tokenizer {tokenizer_name()}\n"
     )
     table(results)
     return 0

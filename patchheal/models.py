@@ -9,7 +9,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt
 
 
 class Outcome(StrEnum):
@@ -103,6 +103,15 @@ class TracedCall(_Model):
     order: int = Field(ge=0, description="0 for the first project function the test called")
     depth: int = Field(description="call depth below the test function (1 = called by it)")
     passed_by: int = Field(0, ge=0, description="passing tests of the same run that ran it")
+    line_passed_by: int | None = Field(
+        None,
+        ge=0,
+        description="passing tests that ran the least shared of the lines this test ran in it "
+        "(None: lines were not traced)",
+    )
+    rare_lines: tuple[NonNegativeInt, ...] = Field(
+        (), max_length=30, description="the lines of it run by only that many passing tests"
+    )
 
 
 class TracedFrame(_Model):

@@ -10,6 +10,7 @@ from patchheal.config import JobSpec
 from patchheal.evidence.build import build_context, render_context
 from patchheal.evidence.history import breaking_change, changed_lines, recent_history
 from patchheal.evidence.localize import localize
+from patchheal.evidence.tokens import count_tokens
 from patchheal.failure.analysis import analyze
 from patchheal.harness.local import LocalHarness
 from patchheal.models import Classification, Failure, FailureClass, TestTrace
@@ -310,3 +311,70 @@ def test_what_the_failing_test_executed_brings_code_no_name_leads_to(
     assert not any(
         s.start <= RULES.splitlines().index("def _rule_3(cart):") + 1 <= s.end for s in ranked
     )  # a rule the test never ran is not shown
+
+
+# Every test runs every stage; the bug is on a branch of the last stage that only the
+# failing test takes. No name in the test leads to `finish`.
+STAGES = (
+    "".join(
+        f"def stage_{i}(x, mode):\n"
+        + "".join(f"    x = x + {j} - {j}  # padding\n" for j in range(20))
+        + "    return x\n\n\n"
+        for i in range(12)
+    )
+    + "def finish(x, mode):\n"
+    + "    if mode == 'fast':\n"
+    + "        return x - 1  # the bug: fast mode drops one\n"
+    + "    return x\n\n\n"
+    + "def run(x, mode='slow'):\n"
+    + "".join(f"    x = stage_{i}(x, mode)\n" for i in range(12))
+    + "    return finish(x, mode)\n"
+)
+STAGES_TEST = (
+    "from shop.pipeline import run\n\n\n"
+    "def test_one():\n    assert run(1) == 1\n\n\n"
+    "def test_two():\n    assert run(2) == 2\n\n\n"
+    "def test_three():\n    assert run(3) == 3\n\n\n"
+    "def test_quick():\n    assert run(4, mode='fast') == 4\n"
+)
+
+
+def test_a_line_only_the_failing_test_ran_singles_out_a_function_every_test_runs(
+    make_repo: Callable[[dict[str, str]], Path],
+) -> None:
+    repo = make_repo(
+        {"shop/__init__.py": "", "shop/pipeline.py": STAGES, "tests/test_pipeline.py": STAGES_TEST}
+    )
+    test = "tests/test_pipeline.py::test_quick"
+    run = LocalHarness().run(
+        "python -m pytest -q tests", repo, timeout=120, idle_timeout=120, trace=True
+    )
+    assert run.tests is not None, run.output
+    calls = run.tests.traces[test].functions
+    assert all(c.passed_by == 3 for c in calls)  # per function, nothing tells them apart
+    files = ["shop/__init__.py", "shop/pipeline.py", "tests/test_pipeline.py"]
+
+    bug = STAGES.splitlines().index("        return x - 1  # the bug: fast mode drops one") + 1
+
+    def rank_of_bug(executed: tuple[object, ...]) -> int:
+        """Where the span holding the bug comes among the spans chosen, best first."""
+        found = localize(
+            repo,
+            files,
+            failing_tests=[test],
+            executed=executed,  # type: ignore[arg-type]
+            passed_tests=3,
+            # Room for every definition, not for the module whole (at most 60 % of the
+            # budget): the order of the definitions is what is measured.
+            budget_tokens=int(count_tokens(STAGES) * 1.3),
+        )
+        spans = [s for s in found.spans if s.file == "shop/pipeline.py" and not s.whole_file]
+        return next(i for i, s in enumerate(spans) if s.start <= bug <= s.end)
+
+    # Right after `run`, which the test calls, and before every stage.
+    assert rank_of_bug(tuple(calls)) == 1
+    per_function = tuple(
+        c.model_copy(update={"line_passed_by": None, "rare_lines": ()}) for c in calls
+    )
+    # The function-level contrast alone ties it with the twelve stages (ties go by place).
+    assert rank_of_bug(per_function) == 13

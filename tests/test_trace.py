@@ -159,3 +159,65 @@ def test_the_docker_harness_brings_back_the_trace_of_a_failing_test(
     ]
     assert traces["tests/test_core.py::test_raises"].frames[-1].file == "pkg/core.py"
     assert "tests/test_core.py::test_ok" not in traces
+
+
+# Every test constructs a Config and runs `total`; only the failing one takes the
+# `legacy` branch, the other lines are shared by every test.
+SHARED = (
+    "class Config:\n"
+    "    def __init__(self, legacy=False):\n"
+    "        self.rate = 2\n"
+    "        if legacy:\n"
+    "            self.rate = 3  # line 5: only the failing test runs it\n"
+    "\n\n"
+    "def total(config, x):\n"
+    "    return x * config.rate\n"
+)
+SHARED_TESTS = (
+    "from pkg.shared import Config, total\n\n\n"
+    "def test_plain():\n    assert total(Config(), 1) == 2\n\n\n"
+    "def test_plain_again():\n    assert total(Config(), 2) == 4\n\n\n"
+    "def test_legacy():\n    assert total(Config(legacy=True), 1) == 2\n"
+)
+
+
+def test_the_contrast_reaches_the_line_only_the_failing_test_ran(
+    make_repo: Callable[[dict[str, str]], Path],
+) -> None:
+    """Function-level contrast cannot tell `Config.__init__` from `total`: every passing test
+    ran both. Its lines can: the branch only the failing test took was run by none."""
+    repo = make_repo(
+        {"pkg/__init__.py": "", "pkg/shared.py": SHARED, "tests/test_shared.py": SHARED_TESTS}
+    )
+    trace = _run_local(repo).traces["tests/test_shared.py::test_legacy"]
+    assert trace.passed_tests == 2
+    by_name = {c.name: c for c in trace.functions}
+    assert {n: c.passed_by for n, c in by_name.items()} == {"Config.__init__": 2, "total": 2}
+    assert by_name["Config.__init__"].line_passed_by == 0
+    assert by_name["Config.__init__"].rare_lines == (5,)
+    assert by_name["total"].line_passed_by == 2  # its one line is shared by every test
+    assert by_name["total"].rare_lines == (9,)
+
+
+def test_a_tracer_already_installed_is_left_alone_and_the_contrast_stays_per_function(
+    make_repo: Callable[[dict[str, str]], Path],
+) -> None:
+    """Coverage or a debugger owns `sys.settrace`: the trace must not take it over."""
+    conftest = (
+        "import sys\n\n\ndef _tracer(frame, event, arg):\n    return None\n\n\n"
+        "sys.settrace(_tracer)\n\n\n"
+        "def test_tracer_still_installed():\n    assert sys.gettrace() is _tracer\n"
+    )
+    repo = make_repo(
+        {
+            "pkg/__init__.py": "",
+            "pkg/shared.py": SHARED,
+            "tests/test_shared.py": SHARED_TESTS,
+            "tests/test_tracer.py": conftest,
+        }
+    )
+    tests = _run_local(repo)
+    assert tests.outcomes["tests/test_tracer.py::test_tracer_still_installed"] == "passed"
+    trace = tests.traces["tests/test_shared.py::test_legacy"]
+    assert {c.name: c.passed_by for c in trace.functions} == {"Config.__init__": 2, "total": 2}
+    assert all(c.line_passed_by is None and c.rare_lines == () for c in trace.functions)

@@ -14,6 +14,13 @@ Each executed definition gets a base weight, more when the test's own words
 deeper it ran below the test and the more often it was called: the code a test
 is about is usually close to it, and a helper called a hundred times is rarely
 where one behaviour went wrong.
+
+The contrast with the passing tests of the same run (Ochiai with one failing
+test: 1 / sqrt(1 + passing tests that ran it)) is taken at the finest grain the
+trace has: the least shared line of the function that the failing test ran,
+when lines were traced, else the function itself. A constructor every test
+calls is then still singled out by the branch only the failing test took, and
+those rarest lines are kept to choose which part of a long function to show.
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ class Executed:
 
     definition: Definition
     weight: float
+    rare_lines: tuple[int, ...] = ()
 
 
 def words(text: str) -> set[str]:
@@ -99,6 +107,7 @@ def weigh(
         return []
     top = min(c.depth for c in calls)
     seen: dict[Definition, float] = {}
+    rare: dict[Definition, tuple[int, ...]] = {}
     for call in calls:
         d = _match(call, by_file.get(call.file, []))
         if d is None:
@@ -106,8 +115,11 @@ def weigh(
         depth = max(call.depth - top, 0)
         weight = _EXECUTED / (1.0 + _DEPTH_DISCOUNT * depth)
         weight /= 1.0 + _CALLS_DISCOUNT * math.log2(max(call.calls, 1))
-        if passed:  # Ochiai with one failing test: 1 / sqrt(1 + passing tests that ran it)
-            weight *= (2.0 / math.sqrt(1.0 + min(call.passed_by, passed))) ** _CONTRAST_POWER
+        if passed:
+            shared = call.passed_by if call.line_passed_by is None else call.line_passed_by
+            weight *= (2.0 / math.sqrt(1.0 + min(shared, passed))) ** _CONTRAST_POWER
         weight += _AFFINITY * len(words(d.qualname) & test_words)
-        seen[d] = max(seen.get(d, 0.0), weight)
-    return [Executed(d, w) for d, w in seen.items()]
+        if weight > seen.get(d, -1.0):
+            seen[d] = weight
+            rare[d] = tuple(line for line in call.rare_lines if d.start <= line <= d.end)
+    return [Executed(d, w, rare[d]) for d, w in seen.items()]

@@ -58,6 +58,7 @@ _MAX_FILES_INDEXED = 1500
 # in benchmarks/README.md; 400 gained nothing more, and eliding docstrings lost more).
 _MAX_DEF_LINES = 250
 _CLASS_HEADER_LINES = 40
+_RARE_MARGIN = 20  # lines shown above the first line only the failing test ran
 _WHOLE_FILE_SHARE = 0.6
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
 _TEST_PATH = re.compile(r"(?:^|/)(?:tests?|testing)/|(?:^|/)test_[^/]*\.py$|_test\.py$|conftest")
@@ -197,13 +198,22 @@ class _Scorer:
                     self.add_name(name, _HOP)
 
 
-def _def_span(d: Definition, score: float, by_file: Mapping[str, list[Definition]]) -> Span:
-    """A definition's lines; a big class shows its header (its methods are scored apart)."""
+def _def_span(
+    d: Definition,
+    score: float,
+    by_file: Mapping[str, list[Definition]],
+    rare_lines: Sequence[int] = (),
+) -> Span:
+    """A definition's lines; a big class shows its header (its methods are scored apart),
+    a long function the part around the lines only the failing test ran, if known."""
     end = d.end
     if d.is_class and d.end - d.start + 1 > _MAX_DEF_LINES:
         children = [c.start for c in by_file[d.file] if c.start > d.start and c.end <= d.end]
         end = min([d.start + _CLASS_HEADER_LINES, *(c - 1 for c in children[:1])])
-    return Span(d.file, d.start, min(end, d.start + _MAX_DEF_LINES - 1), score)
+    start = d.start
+    if not d.is_class and rare_lines and max(rare_lines) >= d.start + _MAX_DEF_LINES:
+        start = max(d.start, min(min(rare_lines) - _RARE_MARGIN, d.end - _MAX_DEF_LINES + 1))
+    return Span(d.file, start, min(end, start + _MAX_DEF_LINES - 1), score)
 
 
 def _header(file: str, by_file: Mapping[str, list[Definition]]) -> int | None:
@@ -312,8 +322,9 @@ def localize(
         share = _WHOLE_FILE_SHARE if rank == 0 else _WHOLE_FILE_SHARE / 2
         if count_tokens(_text(worktree, whole, cache)) <= budget_tokens * share:
             units.append(whole)
+    rare = {found.definition: found.rare_lines for found in ran}
     for d, score in scorer.scores.items():
-        units.append(_def_span(d, score, by_file))
+        units.append(_def_span(d, score, by_file, rare.get(d, ())))
     best_in: dict[str, float] = defaultdict(float)
     for d, score in scorer.scores.items():
         best_in[d.file] = max(best_in[d.file], score)
