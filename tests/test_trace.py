@@ -111,6 +111,8 @@ def test_a_forged_or_oversized_trace_is_dropped_and_the_outcomes_stay() -> None:
         "t::huge": {"functions": [call] * 401},
         "t::garbage": {"functions": "rm -rf /"},
         "t::negative": {"functions": [{**call, "line": -5}]},
+        "t::many_lines": {"functions": [{**call, "rare_lines": list(range(31))}]},
+        "t::negative_line": {"functions": [{**call, "line_passed_by": -1, "rare_lines": [-3]}]},
         "t::fine": {"functions": [call]},
     }
     traces |= {f"t::extra{i}": {"functions": [call]} for i in range(40)}
@@ -127,7 +129,8 @@ def test_a_forged_or_oversized_trace_is_dropped_and_the_outcomes_stay() -> None:
     assert results.outcomes == outcomes
     assert results.rejected == ()
     assert "t::fine" in results.traces
-    assert not {"t::huge", "t::garbage", "t::negative"} & set(results.traces)
+    dropped = {"t::huge", "t::garbage", "t::negative", "t::many_lines", "t::negative_line"}
+    assert not dropped & set(results.traces)
     assert len(results.traces) == MAX_TRACED_TESTS
 
 
@@ -218,6 +221,19 @@ def test_a_tracer_already_installed_is_left_alone_and_the_contrast_stays_per_fun
     )
     tests = _run_local(repo)
     assert tests.outcomes["tests/test_tracer.py::test_tracer_still_installed"] == "passed"
+    trace = tests.traces["tests/test_shared.py::test_legacy"]
+    assert {c.name: c.passed_by for c in trace.functions} == {"Config.__init__": 2, "total": 2}
+    assert all(c.line_passed_by is None and c.rare_lines == () for c in trace.functions)
+
+
+def test_a_step_can_keep_the_contrast_per_function(
+    make_repo: Callable[[dict[str, str]], Path],
+) -> None:
+    """PATCHHEAL_TRACE_LINES=0 in the step's environment: calls are traced, lines are not."""
+    repo = make_repo(
+        {"pkg/__init__.py": "", "pkg/shared.py": SHARED, "tests/test_shared.py": SHARED_TESTS}
+    )
+    tests = _run_local(repo, "PATCHHEAL_TRACE_LINES=0 python -m pytest -q tests")
     trace = tests.traces["tests/test_shared.py::test_legacy"]
     assert {c.name: c.passed_by for c in trace.functions} == {"Config.__init__": 2, "total": 2}
     assert all(c.line_passed_by is None and c.rare_lines == () for c in trace.functions)

@@ -28,6 +28,8 @@ MAX_FRAMES = 60  # traceback frames kept per test (the innermost)
 MAX_TESTS = 20  # failing tests whose trace is written
 MAX_LINES = 50_000  # distinct (function, line) pairs recorded per test
 MAX_RARE_LINES = 30  # a function's least shared lines written per failing test
+# A step whose suite is too slow traced line by line can keep the contrast per function.
+_LINES_WANTED = os.environ.get("PATCHHEAL_TRACE_LINES", "1") != "0"
 _TEST_PATH = re.compile(r"(?:^|/)(?:tests?|testing)/|(?:^|/)test_[^/]*\.py$|_test\.py$|conftest")
 _ENV_PARTS = ("/site-packages/", "/dist-packages/", "/.venv/", "/venv/", "/.tox/", "/.nox/")
 
@@ -103,7 +105,7 @@ class TestTrace:
         self._previous_trace = sys.gettrace()
         # Another tracer (coverage, a debugger) keeps its hook: the contrast then stays at
         # the function level rather than the step's own tooling being broken.
-        self._tracing_lines = self._previous_trace is None
+        self._tracing_lines = self._previous_trace is None and _LINES_WANTED
         if self._tracing_lines:
             sys.settrace(self._trace_call)
         sys.setprofile(self._profile)
