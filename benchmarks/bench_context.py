@@ -1,7 +1,8 @@
 """Fix-file recall of the retry context on real bugs from real projects' history.
 
 The corpus (benchmarks/corpus/context_bugs.json) lists bug-fix commits of
-pallets/click, pallets/jinja and psf/requests that change a source file and add
+pallets/click, pallets/jinja, psf/requests, marshmallow-code/marshmallow and
+python-attrs/attrs that change a source file and add
 a test: the repository, the fix commit, its parent, the test the fix added and
 the source files the fix touched. No code of those projects is stored here:
 each case is materialized from a local mirror of the project's git history
@@ -30,10 +31,11 @@ The context is built by `build_context` and rendered by `render_context`
 within 8,000 tokens. A fix file counts as recalled when the rendered context
 shows the pre-fix lines of every hunk the human fix changed in it ("all
 hunks"); the looser "any hunk" figure is printed beside it. Localization was
-tuned on click and jinja only; requests is printed apart as held out.
+tuned on click and jinja only; requests, marshmallow and attrs are printed apart
+as held out (`--repo OWNER/NAME`, repeatable, measures only those projects' cases).
 
 Run: python benchmarks/bench_context.py [--budget 8000] [--limit N] [--static-only]
-     [--runs DIR] [-v]
+     [--runs DIR] [--repo OWNER/NAME] [-v]
 (`--runs DIR` keeps each case's run there and reuses it on the next call.)
 """
 
@@ -155,8 +157,15 @@ SETUP: dict[str, list[str]] = {
         "pip install 'urllib3<2' chardet idna certifi charset_normalizer "
         "pytest-mock pytest-httpbin trustme PySocks"
     ],
+    "marshmallow-code/marshmallow": ["pip install pytz simplejson"],
+    # attrs: a pytest that does not import attrs itself (Debian's 7.2 in the image does, and
+    # with the tree on PYTHONPATH would get the tree's, too old for it before 2019).
+    "python-attrs/attrs": [
+        "pip install 'pytest>=8,<9' hypothesis pympler zope.interface six cloudpickle "
+        "importlib_metadata typing_extensions"
+    ],
 }
-HELD_OUT = {"psf/requests"}
+HELD_OUT = {"psf/requests", "marshmallow-code/marshmallow", "python-attrs/attrs"}
 _DEPENDENCY_FILES = (*DEPENDENCY_GLOBS, "tox.ini")
 
 
@@ -196,10 +205,16 @@ def _config_aside(tree: Path) -> tuple[Path, list[str]]:
             target = aside / path.relative_to(tree)
             target.parent.mkdir(parents=True, exist_ok=True)
             path.rename(target)
-    for name, section in (("pyproject.toml", "[tool.pytest"), ("setup.cfg", "[tool:pytest]")):
+    for name, section in (
+        ("pyproject.toml", "[tool.pytest"),
+        ("setup.cfg", "[tool:pytest]"),
+        ("tox.ini", "[pytest]"),
+    ):
         config = aside / name
         if config.is_file() and section in config.read_text(errors="replace"):
-            return aside, ["-c", f".bench-config/{name}", "--rootdir", "."]
+            # --confcutdir: else the conftest.py at the tree's root (attrs) is above the
+            # configuration file's directory and not loaded.
+            return aside, ["-c", f".bench-config/{name}", "--rootdir", ".", "--confcutdir", "."]
     return aside, []
 
 
@@ -227,10 +242,17 @@ def _pytest(
     aside, config = _config_aside(tree)
     # Absolute: a relative `pythonpath` is read from the configuration file's directory.
     src = f"{harness.defn.sandbox.workdir}/src"
-    layout = ["-o", f"pythonpath={src}"] if (tree / "src").is_dir() else []
+    layout = ["-o", f"pythonpath={src}"] if config and (tree / "src").is_dir() else []
+    # And importable from the interpreter's start, as the installed package is in the
+    # project's CI: pytest resolves its configuration's warning filters (marshmallow's
+    # `ignore::marshmallow.warnings...`) and imports its own dependencies (attrs) before
+    # the ini `pythonpath` applies. After the collectors, which must come first.
+    env = f'PYTHONPATH="$PYTHONPATH:{src}" ' if (tree / "src").is_dir() else ""
     argv = ["python", "-m", "pytest", "-q", "-p", "no:cacheprovider", *config, *layout, *targets]
     try:
-        result = harness.run(shlex.join(argv), tree, timeout=300, idle_timeout=120, trace=trace)
+        result = harness.run(
+            env + shlex.join(argv), tree, timeout=300, idle_timeout=120, trace=trace
+        )
     finally:
         harness.close()  # one sandbox per tree: the next case has another tree
         _config_back(tree, aside)
@@ -412,9 +434,13 @@ def main() -> int:
     parser.add_argument("--limit", type=int, default=0)
     parser.add_argument("--static-only", action="store_true", help="do not run the tests")
     parser.add_argument("--runs", type=Path, help="keep and reuse each case's run here")
+    parser.add_argument("--repo", action="append", help="only this project's cases (repeatable)")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args()
-    cases = json.loads(CORPUS.read_text())[: args.limit or None]
+    cases = json.loads(CORPUS.read_text())
+    if args.repo:
+        cases = [c for c in cases if c["repo"] in args.repo]
+    cases = cases[: args.limit or None]
     if args.runs is not None:
         args.runs.mkdir(parents=True, exist_ok=True)
     results: list[Result] = []
