@@ -31,7 +31,9 @@ from pathlib import Path
 
 from patchheal.harness.local import LocalHarness
 
-STEP = "python -m pytest -q -p no:cacheprovider -o pythonpath=src tests"
+# PYTHONPATH too: some tests run the interpreter in a subprocess, which must import this
+# tree's click, not whatever click the host has installed.
+STEP = 'PYTHONPATH="$PYTHONPATH:src" python -m pytest -q -p no:cacheprovider tests'
 
 
 def mirror() -> Path | None:
@@ -84,7 +86,13 @@ def main() -> int:
                     return 1
                 tests = len(result.tests.outcomes)
     base = statistics.median(times["untraced"])
-    print(f"pallets/click {args.commit}: {tests} tests, local harness, {args.reps} runs each\n")
+    commit = subprocess.run(
+        ["git", f"--git-dir={git_dir}", "rev-parse", "--short=10", args.commit],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    print(f"pallets/click {commit}: {tests} tests, local harness, {args.reps} runs each\n")
     print("| variant | median s | min s | × untraced |")
     print("| --- | ---: | ---: | ---: |")
     for name, runs in times.items():
