@@ -113,3 +113,34 @@ def test_paths_outside_the_repository_are_left_alone(tmp_path: Path) -> None:
     assert hide_from_status(repo, paths) == []
     assert hide_from_status(tmp_path / "not-a-repo", paths) == []
     assert (repo / ".git" / "info" / "exclude").read_text() == before
+
+
+@pytest.mark.slow
+def test_an_exclude_file_that_cannot_be_written_is_a_warning_not_a_failed_heal(
+    tmp_path: Path,
+) -> None:
+    """`.git/info/exclude` unwritable (here a directory, which root cannot write either):
+    the heal still runs to its verdict and says why its state shows in `git status`."""
+    repo = make_calc_repo(tmp_path)
+    cands = tmp_path / "candidates"
+    cands.mkdir()
+    (cands / "01-fix.patch").write_text(diff_for(repo, {"calc.py": FIX}))
+    (repo / "job.toml").write_text(
+        '[job]\nid = "odd-git"\nrepo = "."\nbase = "main"\nharness = "local"\n\n'
+        f'[[steps]]\nname = "unit"\ncommand = "{sys.executable} -m pytest -q tests"\n\n'
+        f'[proposer]\nkind = "patchfiles"\ndir = "{cands}"\n'
+    )
+    exclude = repo / ".git" / "info" / "exclude"
+    exclude.unlink(missing_ok=True)
+    exclude.mkdir(parents=True)
+    healed = subprocess.run(
+        [sys.executable, "-m", "patchheal", "heal", "job.toml"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        stdin=subprocess.DEVNULL,
+    )
+    assert healed.returncode == 0, healed.stdout + healed.stderr
+    assert "warning: could not list patchheal's state" in healed.stderr
+    assert (repo / "reports" / "odd-git" / "report.md").is_file()

@@ -99,7 +99,14 @@ def _keep_state_out_of_status(spec: Any, options: Any) -> None:
     paths = state_paths(
         sqlite_file(options.db), options.state_dir, options.reports_dir, spec.job.id
     )
-    hide_from_status(repo, paths)
+    try:
+        hide_from_status(repo, paths)
+    except OSError as error:  # a read-only or odd .git/info: cosmetic, so the heal goes on
+        click.echo(
+            f"warning: could not list patchheal's state in the repository's info/exclude "
+            f"({error}); it will show as untracked in `git status`",
+            err=True,
+        )
 
 
 def _workflow_overrides(
