@@ -15,15 +15,18 @@ Each case's failing test is run for real, as patchheal's reproduction runs a
 step: through the Docker python harness (Python 3.11, network disabled, the
 collectors loaded, `trace=True`), `python -m pytest -q <the test's file>` on
 the pre-fix tree. The failure is analyzed from what it printed, and the pytest
-collector's trace of the failing test (the project functions it executed, its
-traceback frames, how many of the file's passing tests ran each function) goes
-to localization. A case "runs" when its test ran and failed in the call
-phase (so it has a trace); one that cannot run on Python 3.11 (old code, a
-collection error, a missing dependency) falls back to the static path: the
-failure derived from the test id alone (`FAILED <test id>`, no frames), which
-is also measured for every case as the comparison. The dependency image is one
-per project (a fixed install list, `SETUP`), not the project's own setup at
-each commit, so 60 commits need 3 images: the tree's dependency files (which
+collector's trace of the failing test (the project functions and lines it
+executed, its traceback frames, how many of the file's passing tests ran each
+function and line) goes to localization. A case "runs" when its test ran and
+failed in the call phase (so it has a trace); it is a *reproduced* bug when the
+same test then passes on the fix's tree, and the headline figure is over those,
+since patchheal proposes only after its reproduction failed. One that cannot run
+on Python 3.11 (old code, a collection error, a missing dependency) falls back
+to the static path: the failure derived from the test id alone (`FAILED <test
+id>`, no frames), which is also measured for every case as the comparison, as
+is the run with its line-level contrast removed (per-function contrast). The
+dependency image is one per project (a fixed install list, `SETUP`), not the
+project's own setup at each commit, so 148 commits need 5 images: the tree's dependency files (which
 the harness fingerprints) are moved aside for the run, and pytest is pointed at
 the one that held its configuration (`-c`).
 
