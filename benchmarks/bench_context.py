@@ -26,9 +26,9 @@ to the static path: the failure derived from the test id alone (`FAILED <test
 id>`, no frames), which is also measured for every case as the comparison, as
 is the run with its line-level contrast removed (per-function contrast). The
 dependency image is one per project (a fixed install list, `SETUP`), not the
-project's own setup at each commit, so 148 commits need 5 images: the tree's dependency files (which
-the harness fingerprints) are moved aside for the run, and pytest is pointed at
-the one that held its configuration (`-c`).
+project's own setup at each commit, so 148 commits need 5 images: the tree's
+dependency files (which the harness fingerprints) are moved aside for the run,
+and pytest is pointed at the one that held its configuration (`-c`).
 
 The context is built by `build_context` and rendered by `render_context`
 within 8,000 tokens. A fix file counts as recalled when the rendered context
