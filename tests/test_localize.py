@@ -243,12 +243,22 @@ def test_the_model_sees_the_breaking_change_history_and_approach_end_to_end(
 
 # The rule that holds the bug is reached only through a table at module level: nothing
 # the test names, imports or calls refers to it, so reading the code cannot find it.
+def _padded_functions(header: str, line: str, lines: int, end: str, count: int) -> str:
+    """`count` functions (`header` and `line` formatted with their index i and line index j),
+    each `lines` padding lines long: code a test runs that is not where the bug is."""
+    return "".join(
+        header.format(i=i) + "".join(line.format(j=j) for j in range(lines)) + end + "\n\n\n"
+        for i in range(count)
+    )
+
+
 RULES = (
-    "".join(
-        f"def _rule_{i}(cart):\n"
-        + "".join(f"    cart = [c + {j} for c in cart]  # padding\n" for j in range(25))
-        + "    return sum(cart)\n\n\n"
-        for i in range(40)
+    _padded_functions(
+        "def _rule_{i}(cart):\n",
+        "    cart = [c + {j} for c in cart]  # padding\n",
+        25,
+        "    return sum(cart)",
+        40,
     )
     + "def _sum_lines(cart):\n    return sum(cart[1:])  # the bug: skips the first line\n\n\n"
     + "_RULES = {'total': _sum_lines, **{f'r{i}': globals()[f'_rule_{i}'] for i in range(40)}}\n"
@@ -316,11 +326,8 @@ def test_what_the_failing_test_executed_brings_code_no_name_leads_to(
 # Every test runs every stage; the bug is on a branch of the last stage that only the
 # failing test takes. No name in the test leads to `finish`.
 STAGES = (
-    "".join(
-        f"def stage_{i}(x, mode):\n"
-        + "".join(f"    x = x + {j} - {j}  # padding\n" for j in range(20))
-        + "    return x\n\n\n"
-        for i in range(12)
+    _padded_functions(
+        "def stage_{i}(x, mode):\n", "    x = x + {j} - {j}  # padding\n", 20, "    return x", 12
     )
     + "def finish(x, mode):\n"
     + "    if mode == 'fast':\n"
