@@ -13,7 +13,7 @@ from patchheal.evidence.localize import localize
 from patchheal.evidence.tokens import count_tokens
 from patchheal.failure.analysis import analyze
 from patchheal.harness.local import LocalHarness
-from patchheal.models import Classification, Failure, FailureClass, TestTrace
+from patchheal.models import Classification, Failure, FailureClass, TestTrace, TracedCall
 
 CODE_BUG = Classification(failure_class=FailureClass.CODE_BUG, retryable=True)
 PRICING = (
@@ -385,3 +385,48 @@ def test_a_line_only_the_failing_test_ran_singles_out_a_function_every_test_runs
     )
     # The function-level contrast alone ties it with the twelve stages (ties go by place).
     assert rank_of_bug(per_function) == 13
+
+
+# A 300-line function every test runs; only the failing test takes the branch at its end.
+SETTLE = (
+    "def settle(x, mode='slow'):\n"
+    + "".join(f"    x = x + {j} - {j}  # padding\n" for j in range(290))
+    + "    if mode == 'fast':\n"
+    + "        return x - 1  # the bug: fast mode drops one\n"
+    + "    return x\n"
+)
+SETTLE_TEST = (
+    "from shop.settle import settle\n\n\n"
+    "def test_slow():\n    assert settle(1) == 1\n\n\n"
+    "def test_fast():\n    assert settle(1, mode='fast') == 1\n"
+)
+
+
+def test_a_function_longer_than_a_span_is_shown_where_only_the_failing_test_went(
+    make_repo: Callable[[dict[str, str]], Path],
+) -> None:
+    repo = make_repo(
+        {"shop/__init__.py": "", "shop/settle.py": SETTLE, "tests/test_settle.py": SETTLE_TEST}
+    )
+    test = "tests/test_settle.py::test_fast"
+    run = LocalHarness().run(
+        "python -m pytest -q tests", repo, timeout=120, idle_timeout=120, trace=True
+    )
+    assert run.tests is not None, run.output
+    bug = SETTLE.splitlines().index("        return x - 1  # the bug: fast mode drops one") + 1
+    files = ["shop/__init__.py", "shop/settle.py", "tests/test_settle.py"]
+
+    def spans(executed: tuple[TracedCall, ...]) -> list[tuple[int, int]]:
+        found = localize(
+            repo, files, failing_tests=[test], executed=executed, passed_tests=1, budget_tokens=3000
+        )
+        return [(s.start, s.end) for s in found.spans if s.file == "shop/settle.py"]
+
+    calls = run.tests.traces[test].functions
+    assert calls[0].rare_lines == (bug,)  # the `if` above it is run by both tests
+    shown = spans(calls)
+    assert any(start <= bug <= end for start, end in shown), shown
+    assert all(end - start + 1 <= 250 for start, end in shown)  # still one span's length
+    # Without the lines, the first 250 lines are shown and the branch is not.
+    plain = tuple(c.model_copy(update={"line_passed_by": None, "rare_lines": ()}) for c in calls)
+    assert not any(start <= bug <= end for start, end in spans(plain))
