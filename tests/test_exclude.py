@@ -17,6 +17,30 @@ def _status(repo: Path) -> str:
     return git(repo, "status", "--porcelain", "--untracked-files=all")
 
 
+def _write_job(repo: Path, job_id: str, candidates: Path) -> None:
+    """A job spec kept in the repository itself: heal it from inside, with patch files."""
+    (repo / "job.toml").write_text(
+        f'[job]\nid = "{job_id}"\nrepo = "."\nbase = "main"\nharness = "local"\n\n'
+        f'[[steps]]\nname = "unit"\ncommand = "{sys.executable} -m pytest -q tests"\n\n'
+        f'[proposer]\nkind = "patchfiles"\ndir = "{candidates}"\n'
+    )
+
+
+def _heal_inside(
+    repo: Path, *flags: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`cd repo && patchheal [flags] heal job.toml`, as a user runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "patchheal", *flags, "heal", "job.toml"],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        stdin=subprocess.DEVNULL,
+    )
+
+
 @pytest.mark.slow
 def test_heal_from_inside_the_repository_leaves_no_clutter_and_no_git_hints(
     tmp_path: Path,
@@ -33,25 +57,13 @@ def test_heal_from_inside_the_repository_leaves_no_clutter_and_no_git_hints(
     (cands / "02-wrong.patch").write_text(diff_for(repo, {"calc.py": WRONG}))
     (cands / "03-fix.patch").write_text(diff_for(repo, {"calc.py": FIX}))
     # The job spec lives in the repository and is committed, as a user would keep it.
-    (repo / "job.toml").write_text(
-        '[job]\nid = "inside"\nrepo = "."\nbase = "main"\nharness = "local"\n\n'
-        f'[[steps]]\nname = "unit"\ncommand = "{sys.executable} -m pytest -q tests"\n\n'
-        f'[proposer]\nkind = "patchfiles"\ndir = "{cands}"\n'
-    )
+    _write_job(repo, "inside", cands)
     git(repo, "add", "job.toml")
     git(repo, "commit", "-q", "-m", "job spec")
     # Later commits also make the base's checkout a detached one for git's advice.
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     env["HOME"] = str(tmp_path / "home")  # no global git config to silence git for us
-    healed = subprocess.run(
-        [sys.executable, "-m", "patchheal", "-v", "heal", "job.toml"],
-        cwd=repo,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        stdin=subprocess.DEVNULL,
-    )
+    healed = _heal_inside(repo, "-v", env=env)
     terminal = healed.stdout + healed.stderr
     assert healed.returncode == 0, terminal
     assert "apply_failed" in terminal
@@ -125,22 +137,11 @@ def test_an_exclude_file_that_cannot_be_written_is_a_warning_not_a_failed_heal(
     cands = tmp_path / "candidates"
     cands.mkdir()
     (cands / "01-fix.patch").write_text(diff_for(repo, {"calc.py": FIX}))
-    (repo / "job.toml").write_text(
-        '[job]\nid = "odd-git"\nrepo = "."\nbase = "main"\nharness = "local"\n\n'
-        f'[[steps]]\nname = "unit"\ncommand = "{sys.executable} -m pytest -q tests"\n\n'
-        f'[proposer]\nkind = "patchfiles"\ndir = "{cands}"\n'
-    )
+    _write_job(repo, "odd-git", cands)
     exclude = repo / ".git" / "info" / "exclude"
     exclude.unlink(missing_ok=True)
     exclude.mkdir(parents=True)
-    healed = subprocess.run(
-        [sys.executable, "-m", "patchheal", "heal", "job.toml"],
-        cwd=repo,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        stdin=subprocess.DEVNULL,
-    )
+    healed = _heal_inside(repo)
     assert healed.returncode == 0, healed.stdout + healed.stderr
     assert "warning: could not list patchheal's state" in healed.stderr
     assert (repo / "reports" / "odd-git" / "report.md").is_file()

@@ -62,6 +62,13 @@ class TestTrace:
         rel = path[len(self.root) :]
         return None if _TEST_PATH.search(rel) else rel
 
+    def _is_project(self, code: CodeType) -> bool:
+        """Whether `code` is project source, decided once per code object (both hooks ask)."""
+        wanted = self._wanted.get(code, "")
+        if wanted == "":
+            wanted = self._wanted[code] = self._relative(code)
+        return wanted is not None
+
     def _profile(self, frame: FrameType, event: str, _arg: Any) -> None:
         if event == "return":
             self._depth -= 1
@@ -70,10 +77,7 @@ class TestTrace:
             return
         self._depth += 1
         code = frame.f_code
-        wanted = self._wanted.get(code, "")
-        if wanted == "":
-            wanted = self._wanted[code] = self._relative(code)
-        if wanted is None:
+        if not self._is_project(code):
             return
         seen = self.functions.get(code)
         if seen is not None:
@@ -85,11 +89,7 @@ class TestTrace:
         """The global trace hook: line events only inside project functions."""
         if event != "call":
             return None
-        code = frame.f_code
-        wanted = self._wanted.get(code, "")
-        if wanted == "":
-            wanted = self._wanted[code] = self._relative(code)
-        return self._trace_line if wanted is not None else None
+        return self._trace_line if self._is_project(frame.f_code) else None
 
     def _trace_line(self, frame: FrameType, event: str, _arg: Any) -> Any:
         if event == "line" and self._line_count < MAX_LINES:
