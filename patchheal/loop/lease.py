@@ -70,7 +70,10 @@ class ProposalLease:
         self.release()  # a lease of an earlier fingerprint is not kept across steps
         grant = self._take(fingerprint, step_index)
         if grant.granted:
-            return True
+            # The last holder may have verified a fix and let go between this run's look at
+            # memory and its take (seen on two Celery workers): look once more, else two
+            # runs ask a proposer for the same fingerprint.
+            return not fresh_fix()
         bound = max(0.0, min(self.wait_seconds, limit))
         return self._wait(fingerprint, step_index, grant, bound, fresh_fix, interrupted)
 
