@@ -184,7 +184,7 @@ def step_fix_diff(repo: Path, index: int) -> str:
 # point, that step's bug), logs each call, and can wait on a gate file so a
 # test interleaves a second process deterministically.
 FIXER = textwrap.dedent("""\
-    import argparse, json, os, pathlib, sys, time
+    import argparse, fcntl, json, os, pathlib, sys, time
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--log", required=True)
@@ -196,22 +196,26 @@ FIXER = textwrap.dedent("""\
     args = parser.parse_args()
 
     log = pathlib.Path(args.log)
-    call = len(log.read_text().splitlines()) + 1 if log.exists() else 1
     targets = sorted(pathlib.Path("bugs").glob("b*.py"), key=lambda p: int(p.stem[1:]))
     target = next((p for p in targets if "a - b" in p.read_text()), None)
     # A marker in the worktree's own git dir: `reset` keeps it, recreating the worktree drops it.
     gitdir = pathlib.Path(pathlib.Path(".git").read_text().split("gitdir:")[1].strip())
     marker = gitdir / "fixer-was-here"
     entry = {
-        "call": call,
         "attempt": os.environ.get("PATCHHEAL_ATTEMPT"),
         "fresh_worktree": not marker.exists(),
         "target": target.name if target else None,
+        "cwd": os.getcwd(),
         "time": time.time(),
     }
     marker.write_text("1")
-    with log.open("a") as handle:
-        handle.write(json.dumps(entry) + "\\n")
+    # Numbered under a lock: two agents starting at once must not both be call 1 (both
+    # would then pass the same gate).
+    with log.open("a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        handle.seek(0)
+        call = len(handle.read().splitlines()) + 1
+        handle.write(json.dumps({"call": call, **entry}) + "\\n")
     print(f"fixer call {call} on {entry['target']}", flush=True)
     if args.gate:
         go = pathlib.Path(args.gate) / f"go-{call}"

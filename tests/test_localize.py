@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from patchheal.config import JobSpec
+from patchheal.evidence import symbols
 from patchheal.evidence.build import build_context, render_context
 from patchheal.evidence.history import breaking_change, changed_lines, recent_history
 from patchheal.evidence.localize import localize
@@ -430,3 +431,67 @@ def test_a_function_longer_than_a_span_is_shown_where_only_the_failing_test_went
     # Without the lines, the first 250 lines are shown and the branch is not.
     plain = tuple(c.model_copy(update={"line_passed_by": None, "rare_lines": ()}) for c in calls)
     assert not any(start <= bug <= end for start, end in spans(plain))
+
+
+# Every test runs every function and every line of `render`; nothing in the trace tells
+# `_margin` from the stages. Only the failing test passes `compact=`, and `_margin` is the
+# one function that reads `compact`. Every test passes `width=`, which names nothing.
+LAYOUT = (
+    _padded_functions(
+        "def stage_{i}(text, width):\n",
+        "    text = text + '' * {j}  # padding\n",
+        20,
+        "    return text[:width]",
+        12,
+    )
+    + "def _margin(compact):\n"
+    + "    return 2 if compact else 2  # the bug: compact should have no margin\n\n\n"
+    + "def render(text, width=80, compact=False):\n"
+    + "".join(f"    text = stage_{i}(text, width)\n" for i in range(12))
+    + "    return ' ' * _margin(compact) + text\n"
+)
+LAYOUT_TEST = (
+    "from shop.layout import render\n\n\n"
+    + "".join(
+        f"def test_plain_{i}():\n    assert render('{i}', width=80) == '  {i}'\n\n\n"
+        for i in range(5)
+    )
+    + "def test_compact():\n    assert render('x', width=80, compact=True) == 'x'\n"
+)
+
+
+def test_an_option_only_the_failing_test_sets_leads_to_the_code_that_reads_it(
+    make_repo: Callable[[dict[str, str]], Path],
+) -> None:
+    repo = make_repo(
+        {"shop/__init__.py": "", "shop/layout.py": LAYOUT, "tests/test_layout.py": LAYOUT_TEST}
+    )
+    test = "tests/test_layout.py::test_compact"
+    run = LocalHarness().run(
+        "python -m pytest -q tests", repo, timeout=120, idle_timeout=120, trace=True
+    )
+    assert run.tests is not None, run.output
+    calls = run.tests.traces[test].functions
+    assert all(c.line_passed_by == 5 for c in calls)  # every line is run by every test
+    usage = symbols.test_usage(repo, test)
+    assert usage is not None
+    assert usage.keywords == {"compact"}  # `width=` is in all six tests: a habit, not a subject
+    files = ["shop/__init__.py", "shop/layout.py", "tests/test_layout.py"]
+    bug = LAYOUT.splitlines().index("def _margin(compact):") + 1
+
+    def rank_of_bug(failing_test: str) -> int:
+        found = localize(
+            repo,
+            files,
+            failing_tests=[failing_test],
+            executed=calls,
+            passed_tests=5,
+            budget_tokens=int(count_tokens(LAYOUT) * 1.3),  # every definition, not the module
+        )
+        spans = [s for s in found.spans if s.file == "shop/layout.py" and not s.whole_file]
+        return next(i for i, s in enumerate(spans) if s.start <= bug <= s.end)
+
+    # Right after `render`, which takes the option from the test and hands it on.
+    assert rank_of_bug(test) == 1
+    # The same trace read for a test that sets no option: `_margin` is one of fourteen.
+    assert rank_of_bug("tests/test_layout.py::test_plain_0") > 5

@@ -13,7 +13,11 @@ Each executed definition gets a base weight, more when the test's own words
 (its name, the identifiers and strings of its body) name it, and less the
 deeper it ran below the test and the more often it was called: the code a test
 is about is usually close to it, and a helper called a hundred times is rarely
-where one behaviour went wrong.
+where one behaviour went wrong. Much more when its code names a keyword argument
+the test passes and few of its module's tests do (`prompt(..., hide_input=True)`
+in the one test about hidden input): the option the test is about, read by the
+one function that implements it, shared out among the executed definitions that
+name it.
 
 The contrast with the passing tests of the same run (Ochiai with one failing
 test: 1 / sqrt(1 + passing tests that ran it)) is taken at the finest grain the
@@ -27,7 +31,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 
 from patchheal.evidence.symbols import Definition
@@ -35,6 +39,9 @@ from patchheal.models import TestTrace, TracedCall
 
 _EXECUTED = 3.0
 _AFFINITY = 2.5
+# Why 15: a function that alone reads an option the test sets outranks any contrast (at
+# most 6); measured in benchmarks/README.md (15 to 30 gave the same recall, 5 and 10 less).
+_KEYWORD = 15.0
 _DEPTH_DISCOUNT = 0.15
 _CALLS_DISCOUNT = 0.25
 _CONTRAST_POWER = 1.0  # 1: Ochiai; smaller trusts the contrast less
@@ -91,6 +98,18 @@ def _match(call: TracedCall, defs: Sequence[Definition]) -> Definition | None:
     return min(inside, key=lambda d: d.end - d.start) if inside else None
 
 
+def _readers(keywords: Set[str], defs: Set[Definition]) -> dict[str, float]:
+    """Per keyword the test passes, 1 / the executed definitions whose code names it:
+    `hide_input=True` ties the test to the one function that reads `hide_input`, a
+    keyword twenty functions name ties it to none of them in particular."""
+    out: dict[str, float] = {}
+    for keyword in keywords:
+        readers = sum(1 for d in defs if keyword in d.refers_to)
+        if readers:
+            out[keyword] = 1.0 / readers
+    return out
+
+
 def passed_tests(traces: Mapping[str, TestTrace]) -> int:
     """Passing tests of the run the traces were contrasted with (0: no contrast)."""
     return max((t.passed_tests for t in traces.values()), default=0)
@@ -101,6 +120,7 @@ def weigh(
     by_file: Mapping[str, list[Definition]],
     test_words: set[str],
     passed: int = 0,
+    keywords: Set[str] = frozenset(),
 ) -> list[Executed]:
     """Each executed definition once, with its weight (see the module docstring)."""
     if not calls:
@@ -108,10 +128,9 @@ def weigh(
     top = min(c.depth for c in calls)
     seen: dict[Definition, float] = {}
     rare: dict[Definition, tuple[int, ...]] = {}
-    for call in calls:
-        d = _match(call, by_file.get(call.file, []))
-        if d is None:
-            continue
+    matched = [(call, d) for call in calls if (d := _match(call, by_file.get(call.file, [])))]
+    readers = _readers(keywords, {d for _call, d in matched})
+    for call, d in matched:
         depth = max(call.depth - top, 0)
         weight = _EXECUTED / (1.0 + _DEPTH_DISCOUNT * depth)
         weight /= 1.0 + _CALLS_DISCOUNT * math.log2(max(call.calls, 1))
@@ -119,6 +138,7 @@ def weigh(
             shared = call.passed_by if call.line_passed_by is None else call.line_passed_by
             weight *= (2.0 / math.sqrt(1.0 + min(shared, passed))) ** _CONTRAST_POWER
         weight += _AFFINITY * len(words(d.qualname) & test_words)
+        weight += _KEYWORD * sum(readers[k] for k in keywords & d.refers_to)
         if weight > seen.get(d, -1.0):
             seen[d] = weight
             rare[d] = tuple(line for line in call.rare_lines if d.start <= line <= d.end)

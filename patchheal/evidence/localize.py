@@ -305,7 +305,8 @@ def localize(
         scorer.add_line(file, lines, _CHANGED)
     scorer.members(set().union(*(u.used for u in usages)) if usages else set())
     scorer.hop()
-    ran = weigh(executed, by_file, _test_words(failing_tests, usages), passed_tests)
+    keywords = set().union(*(u.keywords for u in usages)) if usages else set()
+    ran = weigh(executed, by_file, _test_words(failing_tests, usages), passed_tests, keywords)
     if ran:
         _trace_first(scorer, ran)
     file_scores: dict[str, float] = defaultdict(float)

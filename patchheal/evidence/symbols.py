@@ -15,6 +15,11 @@ from pathlib import Path, PurePosixPath
 
 # A file bigger than this is generated or vendored; parsing it costs more than it tells.
 MAX_PARSE_BYTES = 512 * 1024
+# A keyword argument passed by more than this share of a test module's tests (`name=`,
+# `catch_exceptions=` in a CLI's suite) names the suite's habits, not a test's subject.
+# Why 0.2: measured in benchmarks/README.md (0.15 to 0.25 gave the same recall).
+MAX_KEYWORD_SHARE = 0.2
+_MIN_TESTS_FOR_SHARE = 4
 
 
 @dataclass(frozen=True)
@@ -40,6 +45,9 @@ class TestUsage:
     imported_modules: set[str] = field(default_factory=set)
     imported_names: dict[str, tuple[str, str]] = field(default_factory=dict)
     """local name → (module, name in that module) for `from m import name as local`."""
+    keywords: set[str] = field(default_factory=set)
+    """Keyword arguments the test's body passes (`hide_input=True`), but those most of its
+    module's tests pass too: the options this test exercises."""
 
 
 def parse(path: Path) -> ast.Module | None:
@@ -107,6 +115,30 @@ def _imports(tree: ast.Module, usage: TestUsage) -> None:
                 usage.imported_modules.add(f"{node.module}.{alias.name}")
 
 
+def _keywords(test: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    """Keyword arguments passed in the test's body (its decorators' `ids=` are pytest's)."""
+    return {
+        k.arg for stmt in test.body for k in ast.walk(stmt) if isinstance(k, ast.keyword) and k.arg
+    }
+
+
+def _keyword_share(tree: ast.Module) -> dict[str, float]:
+    """Per keyword, the share of the module's `test_*` functions (methods too) passing it;
+    empty for a module of too few tests to tell a habit from a subject."""
+    tests = [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name.startswith("test")
+    ]
+    if len(tests) < _MIN_TESTS_FOR_SHARE:
+        return {}
+    counts: dict[str, int] = {}
+    for test in tests:
+        for keyword in _keywords(test):
+            counts[keyword] = counts.get(keyword, 0) + 1
+    return {keyword: n / len(tests) for keyword, n in counts.items()}
+
+
 def _find_test(
     tree: ast.Module, function: str, klass: str | None
 ) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
@@ -137,6 +169,8 @@ def test_usage(worktree: Path, test_id: str) -> TestUsage | None:
         return usage
     usage.span = (_start(node), node.end_lineno or node.lineno)
     usage.used = names_in(node) | {a.arg for a in node.args.args}
+    share = _keyword_share(tree)
+    usage.keywords = {k for k in _keywords(node) if share.get(k, 0.0) <= MAX_KEYWORD_SHARE}
     # Helpers of the same module the test calls (fixtures, builders) count as the test's own.
     local = {d.name: d for d in index_definitions(file, tree)}
     for name in list(usage.used):
