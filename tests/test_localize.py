@@ -324,6 +324,47 @@ def test_what_the_failing_test_executed_brings_code_no_name_leads_to(
     )  # a rule the test never ran is not shown
 
 
+def _traced_shop(
+    make_repo: Callable[[dict[str, str]], Path], module: str, source: str, tests: str, test: str
+) -> tuple[Path, tuple[TracedCall, ...]]:
+    """A repository of `shop/<module>.py` and `tests/test_<module>.py`, and what `test` of it
+    executed in a real traced pytest run of the whole test module (its passing tests are
+    the contrast)."""
+    repo = make_repo(
+        {"shop/__init__.py": "", f"shop/{module}.py": source, f"tests/test_{module}.py": tests}
+    )
+    run = LocalHarness().run(
+        "python -m pytest -q tests", repo, timeout=120, idle_timeout=120, trace=True
+    )
+    assert run.tests is not None, run.output
+    return repo, run.tests.traces[f"tests/test_{module}.py::{test}"].functions
+
+
+def _rank_of(
+    repo: Path,
+    module: str,
+    line: int,
+    *,
+    failing_test: str,
+    executed: tuple[TracedCall, ...],
+    passed_tests: int,
+) -> int:
+    """Where the span holding `line` of `shop/<module>.py` comes among the spans chosen, best
+    first. The budget has room for every definition, not for the module whole (at most 60 %
+    of it): the order of the definitions is what is measured."""
+    source = (repo / "shop" / f"{module}.py").read_text()
+    found = localize(
+        repo,
+        ["shop/__init__.py", f"shop/{module}.py", f"tests/test_{module}.py"],
+        failing_tests=[failing_test],
+        executed=executed,
+        passed_tests=passed_tests,
+        budget_tokens=int(count_tokens(source) * 1.3),
+    )
+    spans = [s for s in found.spans if s.file == f"shop/{module}.py" and not s.whole_file]
+    return next(i for i, s in enumerate(spans) if s.start <= line <= s.end)
+
+
 # Every test runs every stage; the bug is on a branch of the last stage that only the
 # failing test takes. No name in the test leads to `finish`.
 STAGES = (
@@ -350,37 +391,16 @@ STAGES_TEST = (
 def test_a_line_only_the_failing_test_ran_singles_out_a_function_every_test_runs(
     make_repo: Callable[[dict[str, str]], Path],
 ) -> None:
-    repo = make_repo(
-        {"shop/__init__.py": "", "shop/pipeline.py": STAGES, "tests/test_pipeline.py": STAGES_TEST}
-    )
     test = "tests/test_pipeline.py::test_quick"
-    run = LocalHarness().run(
-        "python -m pytest -q tests", repo, timeout=120, idle_timeout=120, trace=True
-    )
-    assert run.tests is not None, run.output
-    calls = run.tests.traces[test].functions
+    repo, calls = _traced_shop(make_repo, "pipeline", STAGES, STAGES_TEST, "test_quick")
     assert all(c.passed_by == 3 for c in calls)  # per function, nothing tells them apart
-    files = ["shop/__init__.py", "shop/pipeline.py", "tests/test_pipeline.py"]
-
     bug = STAGES.splitlines().index("        return x - 1  # the bug: fast mode drops one") + 1
 
-    def rank_of_bug(executed: tuple[object, ...]) -> int:
-        """Where the span holding the bug comes among the spans chosen, best first."""
-        found = localize(
-            repo,
-            files,
-            failing_tests=[test],
-            executed=executed,  # type: ignore[arg-type]
-            passed_tests=3,
-            # Room for every definition, not for the module whole (at most 60 % of the
-            # budget): the order of the definitions is what is measured.
-            budget_tokens=int(count_tokens(STAGES) * 1.3),
-        )
-        spans = [s for s in found.spans if s.file == "shop/pipeline.py" and not s.whole_file]
-        return next(i for i, s in enumerate(spans) if s.start <= bug <= s.end)
+    def rank_of_bug(executed: tuple[TracedCall, ...]) -> int:
+        return _rank_of(repo, "pipeline", bug, failing_test=test, executed=executed, passed_tests=3)
 
     # Right after `run`, which the test calls, and before every stage.
-    assert rank_of_bug(tuple(calls)) == 1
+    assert rank_of_bug(calls) == 1
     per_function = tuple(
         c.model_copy(update={"line_passed_by": None, "rare_lines": ()}) for c in calls
     )
@@ -406,14 +426,8 @@ SETTLE_TEST = (
 def test_a_function_longer_than_a_span_is_shown_where_only_the_failing_test_went(
     make_repo: Callable[[dict[str, str]], Path],
 ) -> None:
-    repo = make_repo(
-        {"shop/__init__.py": "", "shop/settle.py": SETTLE, "tests/test_settle.py": SETTLE_TEST}
-    )
     test = "tests/test_settle.py::test_fast"
-    run = LocalHarness().run(
-        "python -m pytest -q tests", repo, timeout=120, idle_timeout=120, trace=True
-    )
-    assert run.tests is not None, run.output
+    repo, calls = _traced_shop(make_repo, "settle", SETTLE, SETTLE_TEST, "test_fast")
     bug = SETTLE.splitlines().index("        return x - 1  # the bug: fast mode drops one") + 1
     files = ["shop/__init__.py", "shop/settle.py", "tests/test_settle.py"]
 
@@ -423,7 +437,6 @@ def test_a_function_longer_than_a_span_is_shown_where_only_the_failing_test_went
         )
         return [(s.start, s.end) for s in found.spans if s.file == "shop/settle.py"]
 
-    calls = run.tests.traces[test].functions
     assert calls[0].rare_lines == (bug,)  # the `if` above it is run by both tests
     shown = spans(calls)
     assert any(start <= bug <= end for start, end in shown), shown
@@ -463,33 +476,18 @@ LAYOUT_TEST = (
 def test_an_option_only_the_failing_test_sets_leads_to_the_code_that_reads_it(
     make_repo: Callable[[dict[str, str]], Path],
 ) -> None:
-    repo = make_repo(
-        {"shop/__init__.py": "", "shop/layout.py": LAYOUT, "tests/test_layout.py": LAYOUT_TEST}
-    )
     test = "tests/test_layout.py::test_compact"
-    run = LocalHarness().run(
-        "python -m pytest -q tests", repo, timeout=120, idle_timeout=120, trace=True
-    )
-    assert run.tests is not None, run.output
-    calls = run.tests.traces[test].functions
+    repo, calls = _traced_shop(make_repo, "layout", LAYOUT, LAYOUT_TEST, "test_compact")
     assert all(c.line_passed_by == 5 for c in calls)  # every line is run by every test
     usage = symbols.test_usage(repo, test)
     assert usage is not None
     assert usage.keywords == {"compact"}  # `width=` is in all six tests: a habit, not a subject
-    files = ["shop/__init__.py", "shop/layout.py", "tests/test_layout.py"]
     bug = LAYOUT.splitlines().index("def _margin(compact):") + 1
 
     def rank_of_bug(failing_test: str) -> int:
-        found = localize(
-            repo,
-            files,
-            failing_tests=[failing_test],
-            executed=calls,
-            passed_tests=5,
-            budget_tokens=int(count_tokens(LAYOUT) * 1.3),  # every definition, not the module
+        return _rank_of(
+            repo, "layout", bug, failing_test=failing_test, executed=calls, passed_tests=5
         )
-        spans = [s for s in found.spans if s.file == "shop/layout.py" and not s.whole_file]
-        return next(i for i, s in enumerate(spans) if s.start <= bug <= s.end)
 
     # Right after `render`, which takes the option from the test and hands it on.
     assert rank_of_bug(test) == 1
