@@ -493,3 +493,17 @@ def test_an_option_only_the_failing_test_sets_leads_to_the_code_that_reads_it(
     assert rank_of_bug(test) == 1
     # The same trace read for a test that sets no option: `_margin` is one of fourteen.
     assert rank_of_bug("tests/test_layout.py::test_plain_0") > 5
+
+
+def test_a_test_passing_thousands_of_keywords_is_read_for_a_bounded_few(tmp_path: Path) -> None:
+    """The test file is the project's: a hostile one cannot make localization match every
+    keyword it passes against every executed definition."""
+    (tmp_path / "tests").mkdir()
+    arguments = ", ".join(f"option_{i}={i}" for i in range(5000))
+    (tmp_path / "tests" / "test_many.py").write_text(
+        f"def test_many():\n    assert configure({arguments})\n"
+    )
+    usage = symbols.test_usage(tmp_path, "tests/test_many.py::test_many")
+    assert usage is not None
+    assert len(usage.keywords) == symbols.MAX_KEYWORDS
+    assert usage.keywords == {f"option_{i}" for i in sorted(range(5000), key=str)[:64]}

@@ -20,6 +20,9 @@ MAX_PARSE_BYTES = 512 * 1024
 # Why 0.2: measured in benchmarks/README.md (0.15 to 0.25 gave the same recall).
 MAX_KEYWORD_SHARE = 0.2
 _MIN_TESTS_FOR_SHARE = 4
+# The test file is the project's, so it may be anything: each keyword is matched against
+# every executed definition, and a real test sets a handful of options.
+MAX_KEYWORDS = 64
 
 
 @dataclass(frozen=True)
@@ -170,7 +173,8 @@ def test_usage(worktree: Path, test_id: str) -> TestUsage | None:
     usage.span = (_start(node), node.end_lineno or node.lineno)
     usage.used = names_in(node) | {a.arg for a in node.args.args}
     share = _keyword_share(tree)
-    usage.keywords = {k for k in _keywords(node) if share.get(k, 0.0) <= MAX_KEYWORD_SHARE}
+    subjects = [k for k in _keywords(node) if share.get(k, 0.0) <= MAX_KEYWORD_SHARE]
+    usage.keywords = set(sorted(subjects, key=lambda k: (share.get(k, 0.0), k))[:MAX_KEYWORDS])
     # Helpers of the same module the test calls (fixtures, builders) count as the test's own.
     local = {d.name: d for d in index_definitions(file, tree)}
     for name in list(usage.used):
