@@ -355,3 +355,19 @@ def test_the_loop_refuses_an_exit_at_import_and_keeps_the_real_fix(tmp_path: Pat
     assert [a.outcome.value for a in attempts] == ["rejected_policy", "fixed"]
     assert attempts[0].reason.startswith("runner_tampering: calc.py:"), attempts[0].reason
     assert "calls os._exit() when the module is imported" in attempts[0].reason
+
+
+@pytest.mark.parametrize(
+    "too_deep",
+    [
+        "TOTAL = 1" + " + 1" * 200_000 + "\n",  # RecursionError while the tree is built
+        "TOTAL = " + "-" * 100_000 + "1\n",  # MemoryError: the parser's own stack
+    ],
+    ids=["recursion", "parser-stack"],
+)
+def test_a_module_too_deep_to_parse_still_gets_the_line_checks(gate: Gate, too_deep: str) -> None:
+    """A proposer can add code the parser gives up on; the gate then reads the added lines
+    one by one (an exit at column 0 is still an exit at import) instead of crashing."""
+    decision = gate({"app/core.py": SOURCE + "\n" + too_deep + "sys.exit(0)\n"})
+    assert decision.rule == "runner_tampering", decision
+    assert gate({"app/core.py": SOURCE + "\n" + too_deep}).allowed

@@ -13,6 +13,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from patchheal.pysource import parse_module
+
 # A file bigger than this is generated or vendored; parsing it costs more than it tells.
 MAX_PARSE_BYTES = 512 * 1024
 # A keyword argument passed by more than this share of a test module's tests (`name=`,
@@ -58,9 +60,9 @@ def parse(path: Path) -> ast.Module | None:
     try:
         if path.stat().st_size > MAX_PARSE_BYTES:
             return None
-        return ast.parse(path.read_bytes(), filename=str(path))
-    except (OSError, SyntaxError, ValueError):
-        return None
+        return parse_module(path.read_bytes(), filename=str(path))
+    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError, SystemError):
+        return None  # SystemError: the interpreter's fault twice over (see pysource.py)
 
 
 def names_in(node: ast.AST) -> set[str]:

@@ -17,6 +17,7 @@ import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from patchheal.pysource import parse_module
 from patchheal.workspace import diffs
 
 if TYPE_CHECKING:
@@ -154,9 +155,9 @@ def _python_tricks(patched: PatchedFile, name: str, original: str | None) -> lis
     tree = None
     if text is not None:
         try:
-            tree = ast.parse(text)
-        except SyntaxError:
-            tree = None
+            tree = parse_module(text)
+        except (SyntaxError, ValueError, RecursionError, MemoryError, SystemError):
+            tree = None  # what cannot be parsed is still read line by line below
     if tree is None:
         return list(_line_tricks(patched, name))
     conftest = name.rsplit("/", 1)[-1] == "conftest.py"
