@@ -23,6 +23,7 @@ TOP_LEVEL_MODULES = {
     "errors",
     "models",
     "proc",
+    "pysource",
     "retry",
     "runs",
 }
