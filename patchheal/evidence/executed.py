@@ -1,7 +1,7 @@
 """What the failing tests executed, mapped onto the project's definitions and weighed.
 
 The pytest collector traces each failing test of the reproduction run
-(harness/collectors/patchheal_trace.py): the project functions it called, in
+(collectors/patchheal_trace.py): the project functions it called, in
 order, with their call counts and call depth, and its traceback frames. That
 is stronger evidence than names read from the test: a function the test never
 ran cannot hold the bug it shows (short of a missing call, which the caller

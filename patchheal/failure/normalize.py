@@ -45,7 +45,7 @@ _PY_VERSION_DIR = re.compile(r"python3\.\d+")
 # patchheal's own collectors (mounted in a container, or the package's folder locally) wrap
 # the runner, so their frames sit in a step's tracebacks: library code, not the project's.
 _COLLECTORS = re.compile(
-    r"^.*?(?:/opt/patchheal/collectors|[/\\]patchheal[/\\]harness[/\\]collectors)[/\\]"
+    r"^.*?(?:/opt/patchheal/collectors|[/\\]patchheal(?:[/\\]harness)?[/\\]collectors)[/\\]"
 )
 _LIB_PREFIX = re.compile(r"^.*?[/\\](site-packages|dist-packages|node_modules)[/\\]")
 _STDLIB_PREFIX = re.compile(r"^.*?[/\\](?:lib|Lib)[/\\]python\d(?:\.\d+)?[/\\]")

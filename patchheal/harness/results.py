@@ -28,7 +28,7 @@ from pydantic import BaseModel
 
 from patchheal.models import TestResults, TestTrace
 
-COLLECTORS = Path(__file__).resolve().parent / "collectors"
+COLLECTORS = Path(__file__).resolve().parent.parent / "collectors"
 DIR_ENV = "PATCHHEAL_RESULTS_DIR"
 TOKEN_ENV = "PATCHHEAL_RESULTS_TOKEN"
 TRACE_ENV = "PATCHHEAL_TRACE"

@@ -3,7 +3,7 @@
 `airflow tasks test` exits 0 when the task raised `AirflowSkipException`
 (measured on 2.10.5: "Marking task as SKIPPED", exit 0), so a patch that skips
 the failing task would look fixed. A run that exited 0 passes only if the
-harness's Airflow collector (`harness/collectors/patchheal_airflow.py`) left a
+harness's Airflow collector (`collectors/patchheal_airflow.py`) left a
 signed, finished record in which every originally failing task instance
 (`D.T`, `D.T[N]`) is `passed`: Airflow set it SUCCESS and its callable
 returned. The line Airflow prints (`Marking task as SUCCESS. dag_id=D,
