@@ -23,6 +23,11 @@ class Outcome(StrEnum):
     APPLY_FAILED = "apply_failed"
     TIMEOUT = "timeout"
     HARNESS_ERROR = "harness_error"
+    # Ran and passed, but a line of defence beside the tests refused it (docs/verdict.md):
+    # an impossible twin of a protected test passed too, or the step's tripwire saw the
+    # candidate's code tamper with the run.
+    REJECTED_ORACLE = "rejected_oracle"
+    REJECTED_TRIPWIRE = "rejected_tripwire"
 
 
 class FailureClass(StrEnum):

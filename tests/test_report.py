@@ -140,6 +140,8 @@ def every_outcome_report() -> JobReport:
         (Outcome.REGRESSION, "test_mean_empty passes, but tests/test_calc.py::test_mean broke"),
         (Outcome.TIMEOUT, "idle timeout after 300 s without output"),
         (Outcome.HARNESS_ERROR, "container OOM-killed (exit 137)"),
+        (Outcome.REJECTED_ORACLE, "an impossible twin of test_mean_empty passed too"),
+        (Outcome.REJECTED_TRIPWIRE, "gc.get_objects from src/calc.py:7"),
         (Outcome.FIXED, "failing step passed; regression clean"),
     ]
     attempts = tuple(
@@ -149,11 +151,11 @@ def every_outcome_report() -> JobReport:
     return job(
         status="not_fixed",
         retryable=True,
-        stop_reason="max_attempts (8) spent without a verified fix",
+        stop_reason="max_attempts (10) spent without a verified fix",
         steps=(step(status="not_fixed", attempts=attempts, checkpoint_patch=None),),
         branch=None,
         final_diff="",
-        totals={"attempts": 8, "proposer_calls": 8},
+        totals={"attempts": 10, "proposer_calls": 10},
     )
 
 
@@ -233,7 +235,7 @@ def test_not_fixed_report_lists_every_outcome_with_its_reason() -> None:
     report = every_outcome_report()
     md = render_markdown(report)
     timeline = next(t for t in md_tables(md) if t[0][0] == "#")
-    assert len(timeline) == 9
+    assert len(timeline) == len(Outcome) + 1
     assert all(len(row) == 10 for row in timeline)
     by_number = {int(row[0]): row for row in timeline[1:]}
     for a in report.steps[0].attempts:
@@ -437,7 +439,7 @@ def test_json_round_trips_and_is_deterministic(tmp_path: Path) -> None:
     again = render_reports(report, tmp_path / "b")
     for kind in ("md", "html", "json"):
         assert paths[kind].read_bytes() == again[kind].read_bytes()
-    reordered = report.model_copy(update={"totals": {"proposer_calls": 8, "attempts": 8}})
+    reordered = report.model_copy(update={"totals": {"proposer_calls": 10, "attempts": 10}})
     assert render_json(JobReport.model_validate(reordered.model_dump())) == render_json(report)
 
 

@@ -40,11 +40,21 @@ ATTEMPT_CLASS: dict[Outcome, str] = {
     Outcome.REJECTED_REPEAT: "stuck_no_progress",
     Outcome.REJECTED_POLICY: "deterministic_policy",
     Outcome.APPLY_FAILED: "deterministic_contract",
+    Outcome.REJECTED_ORACLE: "deterministic_policy",
+    Outcome.REJECTED_TRIPWIRE: "deterministic_policy",
 }
 
 # Outcomes that ran in the harness and so spend the step's attempt budget.
 VERIFIED_OUTCOMES = frozenset(
-    {Outcome.FIXED, Outcome.NO_EFFECT, Outcome.REGRESSION, Outcome.TIMEOUT, Outcome.HARNESS_ERROR}
+    {
+        Outcome.FIXED,
+        Outcome.NO_EFFECT,
+        Outcome.REGRESSION,
+        Outcome.TIMEOUT,
+        Outcome.HARNESS_ERROR,
+        Outcome.REJECTED_ORACLE,
+        Outcome.REJECTED_TRIPWIRE,
+    }
 )
 
 

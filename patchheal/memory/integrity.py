@@ -16,7 +16,9 @@ from sqlalchemy import Connection, inspect, text
 from patchheal.models import Outcome
 
 _OUTCOMES = ", ".join(f"'{o.value}'" for o in Outcome)
-_JUDGED = "'fixed', 'no_effect', 'regression', 'apply_failed'"
+_JUDGED = (
+    "'fixed', 'no_effect', 'regression', 'apply_failed', 'rejected_oracle', 'rejected_tripwire'"
+)
 
 # (query, message template): each row the query returns is one problem.
 _INVARIANTS: tuple[tuple[str, str], ...] = (

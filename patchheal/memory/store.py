@@ -52,7 +52,16 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 # Outcomes whose verdict on the patch is final: their claim is never released.
-JUDGED = frozenset({Outcome.FIXED, Outcome.NO_EFFECT, Outcome.REGRESSION, Outcome.APPLY_FAILED})
+JUDGED = frozenset(
+    {
+        Outcome.FIXED,
+        Outcome.NO_EFFECT,
+        Outcome.REGRESSION,
+        Outcome.APPLY_FAILED,
+        Outcome.REJECTED_ORACLE,
+        Outcome.REJECTED_TRIPWIRE,
+    }
+)
 _CLAIM_SQL = "SELECT attempt_id FROM claims WHERE fingerprint = ? AND normalized_diff_hash = ?"
 
 

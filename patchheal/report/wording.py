@@ -166,6 +166,13 @@ OUTCOME_MEANING: dict[Outcome, str] = {
     Outcome.APPLY_FAILED: "the patch does not apply to the base",
     Outcome.TIMEOUT: "the step hit its wall-clock or idle timeout",
     Outcome.HARNESS_ERROR: "the harness failed for a reason that is not the step's own",
+    Outcome.REJECTED_ORACLE: (
+        "the tests passed, but so did an impossible version of them: the patch makes "
+        "tests pass whatever they check"
+    ),
+    Outcome.REJECTED_TRIPWIRE: (
+        "the tests passed, but the patch's own code tampered with the test run while it ran"
+    ),
 }
 
 # Why a failure of each class is not patched: the "not patched because …" sentence.
