@@ -116,18 +116,26 @@ def test_requeue_and_class_never_contradict_each_other() -> None:
 
 
 def test_fixed_report_prints_the_local_check_and_the_harness_reproduction() -> None:
-    report = job()
+    """Invariant: the printed commands carry the job's setup and variables (without them a
+    reproduction fails another way), name the harness as `harness run` takes it, and check
+    out into a private temp dir, never a fixed shared path."""
+    report = job(harness="docker:python", setup=("pip install -e .[test]",), env=("DB_URL",))
     assert check_locally(report) == (
-        "git -C /srv/repos/calc worktree add /tmp/patchheal-check-ci-4821 patchheal/local/ci-4821",
-        "cd /tmp/patchheal-check-ci-4821",
+        "patchheal harness run python --repo /srv/repos/calc --ref patchheal/local/ci-4821 "
+        "--setup 'pip install -e .[test]' --env DB_URL -- sh -c 'pytest -q tests/test_calc.py'",
+        "tree=$(mktemp -d -t patchheal-check-XXXXXX)",
+        'git -C /srv/repos/calc worktree add "$tree" patchheal/local/ci-4821',
+        'cd "$tree"',
+        "pip install -e .[test]",
         "pytest -q tests/test_calc.py",
     )
     assert reproduce_in_harness(report) == (
         "patchheal harness run python --repo /srv/repos/calc "
-        "--ref 0123456789abcdef0123456789abcdef01234567 -- sh -c 'pytest -q tests/test_calc.py'",
+        "--ref 0123456789abcdef0123456789abcdef01234567 --setup 'pip install -e .[test]' "
+        "--env DB_URL -- sh -c 'pytest -q tests/test_calc.py'",
     )
     md = render_markdown(report)
-    assert md.index("Check it locally") < md.index("## Failure summary")
+    assert md.index("Check it (in the harness") < md.index("## Failure summary")
     assert "Where the fix is: branch `patchheal/local/ci-4821`" in md
     assert check_locally(job(status="not_fixed", branch=None)) == ()
 

@@ -220,6 +220,9 @@ def run(
     from patchheal.workspace.worktrees import JobWorkspace
 
     text = command[0] if len(command) == 1 else shlex.join(command)
+    # A report names its harness as the runner shows it (`docker:python`): the same harness.
+    kind, _, bare = name.partition(":")
+    name = bare if bare and kind in {"docker", "compose"} else name
     progress = _progress(f"run {name}")
     workspace = JobWorkspace(repo.resolve(), ref, f"harness-run-{os.getpid()}")
     workspace.open()

@@ -60,6 +60,10 @@ class JobReport(_Model):
     base_commit: str = Field(description="the commit the base ref resolved to")
     harness: str
     harness_reason: str = Field(description="why this harness was chosen")
+    setup: tuple[str, ...] = Field(
+        (), description="the job's setup commands, so a printed reproduction runs them too"
+    )
+    env: tuple[str, ...] = Field((), description="variables the job passes through, by name")
     regression: tuple[str, ...] = Field(
         (), description="the regression steps: the job's [regression] command, then the harness's"
     )

@@ -123,27 +123,43 @@ ATTEMPT_CLASS_MEANING: dict[str, str] = {
 
 
 def check_locally(report: JobReport) -> tuple[str, ...]:
-    """The exact commands that check the verified branch on one's own machine."""
+    """The exact commands that check the verified branch: in the job's harness (what the
+    verdict saw), then in a worktree of one's own machine (a private temp dir, the job's
+    setup first)."""
     if report.status != "fixed" or not report.branch:
         return ()
-    tree = f"/tmp/patchheal-check-{report.job_id}"
-    commands = [
-        f"git -C {shlex.quote(report.repo)} worktree add {shlex.quote(tree)} "
-        f"{shlex.quote(report.branch)}",
-        f"cd {shlex.quote(tree)}",
+    commands = [_harness_run(report, report.branch, step.command) for step in report.steps]
+    commands += [
+        "tree=$(mktemp -d -t patchheal-check-XXXXXX)",
+        f'git -C {shlex.quote(report.repo)} worktree add "$tree" {shlex.quote(report.branch)}',
+        'cd "$tree"',
+        *report.setup,
+        *(step.command for step in report.steps),
     ]
-    commands += [step.command for step in report.steps]
     return tuple(commands)
 
 
 def reproduce_in_harness(report: JobReport) -> tuple[str, ...]:
-    """`patchheal harness run` of each step that failed, on the base commit the job started at."""
+    """`patchheal harness run` of each step that failed, on the base commit the job started at,
+    with the job's setup and variables, so it fails as the job's reproduction did."""
     ref = report.base_commit or report.base
     return tuple(
-        f"patchheal harness run {shlex.quote(report.harness)} --repo {shlex.quote(report.repo)} "
-        f"--ref {shlex.quote(ref)} -- sh -c {shlex.quote(step.command)}"
-        for step in report.steps
-        if step.failure is not None
+        _harness_run(report, ref, step.command) for step in report.steps if step.failure is not None
+    )
+
+
+def _harness_run(report: JobReport, ref: str, command: str) -> str:
+    # The definition's name: `harness run` takes it (and the `docker:` form a report shows).
+    name = report.harness.partition(":")[2] or report.harness
+    options = [f"--setup {shlex.quote(s)}" for s in report.setup]
+    options += [f"--env {shlex.quote(e)}" for e in report.env]
+    return " ".join(
+        [
+            f"patchheal harness run {shlex.quote(name)} --repo {shlex.quote(report.repo)}",
+            f"--ref {shlex.quote(ref)}",
+            *options,
+            f"-- sh -c {shlex.quote(command)}",
+        ]
     )
 
 
