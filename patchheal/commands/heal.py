@@ -84,7 +84,23 @@ def run_heal(
             click.echo(f"report ({kind}): {path}")
         for tree in result.worktrees:
             click.echo(f"worktree kept: {tree}")
+        _print_commands(report)
     return result.exit_code
+
+
+def _print_commands(report: Any) -> None:
+    """The report's commands, ready to paste: check a verified fix, else reproduce the failure."""
+    from patchheal.report import wording
+
+    fixed = wording.check_locally(report)
+    title = "check it (in the harness, then on your machine):"
+    commands = fixed or wording.reproduce_in_harness(report)
+    if not fixed:
+        title = "reproduce the failure in the harness:"
+    if commands:
+        click.echo(title)
+        for command in commands:
+            click.echo(f"  {command}")
 
 
 def _keep_state_out_of_status(spec: Any, options: Any) -> None:
