@@ -202,7 +202,11 @@ def hostile(rng: random.Random, data: dict[str, Any]) -> None:
     if choice == 0:
         step["results"] = rng.choice(["***", ".", "", "/", "a/" * 600 + "*.xml", "**/" * 40 + "x"])
     elif choice == 1:
-        data["job"] = {**(data.get("job") or {}), "harness": "h" * rng.choice([256, 300, 5000])}
+        job = data.get("job")
+        data["job"] = {
+            **(job if isinstance(job, dict) else {}),
+            "harness": "h" * rng.choice([256, 300, 5000]),
+        }
     elif choice == 2:
         url = rng.choice(["http://[::1", "http://h:99999/v1", "http://", "https://[zz]/"])
         data["proposer"] = {"kind": "llm", "base_url": url, "model": "m"}
