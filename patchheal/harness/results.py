@@ -19,13 +19,12 @@ import hmac
 import json
 import secrets
 import shutil
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
 from pydantic import BaseModel
 
-from patchheal.harness import untrusted
+from patchheal.harness import leftovers, untrusted
 from patchheal.harness.junit import parse_junit
 from patchheal.models import TestResults, TestTrace
 
@@ -58,7 +57,7 @@ class ResultsChannel:
         self.nonce = secrets.token_hex(8)
         self.token = secrets.token_hex(32)
         self._owns_root = root is None
-        self._root = Path(tempfile.mkdtemp(prefix="patchheal-results-")) if root is None else root
+        self._root = leftovers.make_temp_dir("patchheal-results-") if root is None else root
         self.host_dir = self._root / f"results-{self.nonce}"
         self.host_dir.mkdir()
         # A container's user is not the host user; the private parent (0700)
