@@ -49,11 +49,13 @@ def test_temp_dirs_of_dead_owners_of_this_store_are_removed_after_a_run(
     tmpdir_root: Path,
 ) -> None:
     """`patchheal-session-*` / `patchheal-sources-*` dirs of a killed run of this store go at
-    the end of the next run; a live owner's, another store's and unmarked dirs stay."""
+    the end of the next run; a live owner's, another store's, no store's and unmarked dirs
+    stay."""
     mine, theirs = store_key("sqlite:///a.sqlite3"), store_key("sqlite:///b.sqlite3")
     dead_session = _dir_of_a_process_that_died(mine, "patchheal-session-")
     dead_sources = _dir_of_a_process_that_died(mine, "patchheal-sources-")
     other_store = _dir_of_a_process_that_died(theirs, "patchheal-session-")
+    no_store = _dir_of_a_process_that_died("", "patchheal-session-")
     containers.set_store(mine)
     try:
         live = leftovers.make_temp_dir("patchheal-results-")
@@ -61,8 +63,13 @@ def test_temp_dirs_of_dead_owners_of_this_store_are_removed_after_a_run(
         containers.set_store(None)
     unmarked = tmpdir_root / "patchheal-session-old"
     unmarked.mkdir()
-    assert {p for p, _ in leftovers.stale_temp_dirs(mine)} == {dead_session, dead_sources}
+    assert {p for p, _ in leftovers.stale_temp_dirs(mine)} == {
+        dead_session,
+        dead_sources,
+        no_store,
+    }
     leftovers.after_run(mine, None)
+    assert no_store.exists()  # no store's: left to gc, which a person runs
     assert not dead_session.exists()
     assert not dead_sources.exists()
     assert other_store.exists()
