@@ -10,8 +10,6 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-import tempfile
-import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -113,13 +111,12 @@ def cli(ctx: click.Context, quiet: bool, verbose: int) -> None:
         logging.basicConfig(level=logging.DEBUG if verbose > 1 else logging.INFO)
 
 
-def _crash_log(exc: BaseException) -> Path:
+def _crash_log(exc: BaseException, argv: list[str]) -> Path:
     from patchheal.scrub.active import scrub
+    from patchheal.telemetry.crashlog import write_crash_log
 
-    path = Path(tempfile.gettempdir()) / f"patchheal-crash-{int(time.time())}.log"
     text = "".join(traceback.format_exception(exc))
-    path.write_text(scrub(f"patchheal {' '.join(sys.argv[1:])}\n{text}"), encoding="utf-8")
-    return path
+    return write_crash_log(scrub(f"patchheal {' '.join(argv)}\n{text}"), argv)
 
 
 def main(argv: list[str] | None = None) -> Any:
@@ -140,7 +137,7 @@ def main(argv: list[str] | None = None) -> Any:
         click.echo("interrupted; state is saved, run again with --resume", err=True)
         sys.exit(EXIT_INTERRUPTED)
     except Exception as exc:  # the unexpected: keep a crash log, never a bare traceback
-        path = _crash_log(exc)
+        path = _crash_log(exc, sys.argv[1:] if argv is None else argv)
         click.echo(f"patchheal: unexpected error: {exc!r}\ncrash log: {path}", err=True)
         sys.exit(EXIT_NOT_FIXED)
 

@@ -99,6 +99,15 @@ class JobSection(_Spec):
             )
         return value
 
+    @field_validator("harness")
+    @classmethod
+    def _usable_harness(cls, value: str) -> str:
+        try:  # a name or a path: either becomes a file system path
+            rawspec.check_name(value, "harness")
+        except SpecError as exc:
+            raise ValueError(str(exc).removeprefix("harness: ")) from None
+        return value
+
     @field_validator("base", "last_green")
     @classmethod
     def _usable_revision(cls, value: str | None) -> str | None:
@@ -136,6 +145,9 @@ class StepSpec(_Spec):
     def _results_inside_worktree(cls, value: str | None) -> str | None:
         if value is not None and (value.startswith("/") or ".." in Path(value).parts):
             raise ValueError("must be a glob relative to the worktree, without '..'")
+        problem = None if value is None else rawspec.results_glob_problem(value)
+        if problem:
+            raise ValueError(problem)
         return value
 
 
@@ -425,7 +437,7 @@ def _resolve_paths(data: dict[str, Any], base_dir: Path) -> dict[str, Any]:
 
     def absolute(value: Any, where: str) -> Any:
         if isinstance(value, str) and not _looks_remote(value):
-            return str((base_dir / rawspec.check_path(value, where)).resolve())
+            return str(rawspec.resolve(base_dir / rawspec.check_path(value, where), where))
         return value
 
     job = data.get("job")

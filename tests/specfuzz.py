@@ -54,11 +54,25 @@ NASTY: list[Any] = [
     {},
     {"k": "v"},
     {"kind": "nope"},
+    # Forms that ended in internal errors (issue 25): results globs, harness names, URLs.
+    "***",
+    ".",
+    "a/" * 600 + "*.xml",
+    "h" * 300,
+    "http://[::1",
+    "http://h:99999/v1",
 ]
+
+# A YAML alias bomb of 396 bytes (the probe's was 412): nine anchors, each nine aliases
+# of the one before.
+ALIAS_BOMB = "".join(
+    f"{name}: &{name} [{', '.join([f'*{prev}'] * 9) if prev else ', '.join(['lol'] * 9)}]\n"
+    for prev, name in zip(["", *"abcdefgh"], "abcdefghi", strict=True)
+)
 
 KEYS: dict[str, list[str]] = {
     "job": ["id", "repo", "base", "harness", "setup", "env", "last_green", "objective"],
-    "step": ["name", "command", "log", "junit"],
+    "step": ["name", "command", "log", "junit", "results"],
     "regression": ["command"],
     "proposer": ["kind", "dir", "paths", "after_failures", "base_url", "model"],
     "budget": [
@@ -168,6 +182,8 @@ def structural(rng: random.Random, root: Path) -> dict[str, Any]:
         elif kind == 3:  # a required key goes missing
             table, name = _table(data, rng)
             table.pop(rng.choice(KEYS[name]), None)
+        elif kind == 4 and rng.random() < 0.3:  # a hostile value where it once crashed
+            hostile(rng, data)
         elif kind == 4:  # deep nesting, in a list or in inline tables
             table, name = _table(data, rng)
             table[rng.choice(KEYS[name])] = Deep(rng.choice([20, 200, 3000]), rng.random() < 0.5)
@@ -175,6 +191,64 @@ def structural(rng: random.Random, root: Path) -> dict[str, Any]:
             data["steps"] = [
                 {"name": f"s{i}", "command": "true"} for i in range(rng.choice([0, 2000]))
             ]
+    return data
+
+
+def hostile(rng: random.Random, data: dict[str, Any]) -> None:
+    """One of the spec values that once ended in an internal error (issue 25)."""
+    choice = rng.randrange(4)
+    steps = data.get("steps")
+    step = steps[0] if isinstance(steps, list) and steps and isinstance(steps[0], dict) else {}
+    if choice == 0:
+        step["results"] = rng.choice(["***", ".", "", "/", "a/" * 600 + "*.xml", "**/" * 40 + "x"])
+    elif choice == 1:
+        job = data.get("job")
+        data["job"] = {
+            **(job if isinstance(job, dict) else {}),
+            "harness": "h" * rng.choice([256, 300, 5000]),
+        }
+    elif choice == 2:
+        url = rng.choice(["http://[::1", "http://h:99999/v1", "http://", "https://[zz]/"])
+        data["proposer"] = {"kind": "llm", "base_url": url, "model": "m"}
+    else:
+        data["budget"] = {"max_attempts": rng.choice([0, -1, 10**12])}
+
+
+def _workflow_repo(case: Path, text: str) -> None:
+    """`case` as a git repository holding `ci.yml` (a workflow is read from the job's repo)."""
+    import subprocess
+
+    (case / "ci.yml").write_text(text)
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "f",
+        "GIT_AUTHOR_EMAIL": "f@f",
+        "GIT_COMMITTER_NAME": "f",
+        "GIT_COMMITTER_EMAIL": "f@f",
+    }
+    for argv in (["init", "-q", "-b", "main"], ["add", "ci.yml"], ["commit", "-qm", "ci"]):
+        subprocess.run(["git", "-C", str(case), *argv], check=True, env=env)
+
+
+def workflow_kinds(case: Path, index: int) -> dict[str, Any]:
+    """Workflows that once crashed the loader: nested 100,000 deep, an alias bomb, a cycle."""
+    data = valid_spec(case)
+    text = [
+        "jobs:\n  test: " + "[" * 100_000 + "]" * 100_000 + "\n",
+        ALIAS_BOMB + "jobs:\n  test: {runs-on: ubuntu-latest, steps: [{run: pytest}], x: *i}\n",
+        "jobs: &j\n  test: {runs-on: ubuntu-latest, steps: [{run: pytest}], again: *j}\n",
+        "jobs:\n  test: " + "{a: " * 5000 + "1" + "}" * 5000 + "\n",
+        "jobs:\n  test:\n    runs-on: ubuntu-latest\n    steps:\n      - run: pytest -q\n",
+    ][index % 5]
+    _workflow_repo(case, text)
+    data["job"] = {
+        "id": "fuzz-wf",
+        "repo": str(case),
+        "base": "main",
+        "workflow": "ci.yml",
+        "workflow_job": "test",
+    }
+    data.pop("steps")
     return data
 
 
@@ -202,8 +276,23 @@ def file_kinds(case: Path, index: int) -> Path:
     """Files of the wrong kind where the spec expects a file or a folder."""
     data = valid_spec(case)
     spec = case / "job.toml"
-    variant = index % 6
-    if variant == 0:
+    variant = index % 12
+    if variant >= 6:  # a symlink loop in each path field
+        (case / "loop").symlink_to(case / "loop")
+        loop = str(case / "loop")
+        if variant == 6:
+            data["job"]["repo"] = loop
+        elif variant == 7:
+            data["steps"][0]["log"] = "loop"
+        elif variant == 8:
+            data["steps"][0]["junit"] = "loop"
+        elif variant == 9:
+            data["proposer"]["dir"] = "loop"
+        elif variant == 10:
+            data["proposer"] = {"kind": "patchfiles", "paths": ["loop"]}
+        else:
+            data["job"]["harness"] = loop
+    elif variant == 0:
         os.mkfifo(case / "patches" / "02-fifo.patch")
     elif variant == 1:
         (case / "patches" / "03-dir.patch").mkdir()
@@ -231,6 +320,8 @@ def cases(root: Path, count: int, seed: int = 16) -> Iterator[tuple[str, Path]]:
         kind = index % 10
         if kind < 7:
             spec.write_text(to_toml(structural(rng, case)))
+        elif kind < 9 and index % 20 == 18:
+            spec.write_text(to_toml(workflow_kinds(case, index // 20)))
         elif kind < 9:
             spec.write_bytes(textual(rng, to_toml(valid_spec(case))))
         else:

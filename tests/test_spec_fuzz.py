@@ -42,12 +42,20 @@ def _clear(err: str) -> bool:
 
 
 def _what_a_run_does_next(spec_path: Path) -> None:
-    """A spec that loads is used: its proposers are built and its globs compiled."""
+    """A spec that loads is used: its proposers are built, its globs compiled, its results
+    globs matched in a worktree and its harness looked up."""
     from patchheal.config import load_spec
     from patchheal.gates.policy import path_matches
+    from patchheal.harness.definitions import load_harness
+    from patchheal.harness.untrusted import Budget, read_glob
     from patchheal.proposers.registry import create_proposer
 
     spec = load_spec(spec_path)
+    for step in spec.steps:
+        if step.results:
+            read_glob(spec_path.parent, step.results, Budget())
+    if spec.job.harness not in ("auto", "local"):
+        load_harness(spec.job.harness, spec_path.parent)
     for config in spec.proposer_chain:
         create_proposer(config, job=spec)
     path_matches("src/a.py", [*spec.policy.protected_paths, *spec.policy.extra_protected_paths])

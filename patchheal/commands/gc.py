@@ -33,7 +33,7 @@ from patchheal.runs import DEFAULT_DB
 @click.option("--json", "as_json", is_flag=True, help="one JSON object per line")
 def gc(dry_run: bool, db: str, prune_images: bool, as_json: bool) -> None:
     """Remove orphaned containers, volumes, networks and stale worktrees."""
-    from patchheal.harness import containers, orphans
+    from patchheal.harness import containers, leftovers, orphans
     from patchheal.workspace.worktrees import worktree_root
 
     verb = "would remove" if dry_run else "removed"
@@ -46,10 +46,15 @@ def gc(dry_run: bool, db: str, prune_images: bool, as_json: bool) -> None:
         else:
             click.echo(f"{verb} {kind} {name} ({reason})")
 
+    store = _store_key(db)
+    for path, why in leftovers.stale_temp_dirs(store):
+        if not dry_run:
+            leftovers.remove_temp_dir(path)
+        said("temp dir", str(path), why)
     client = None
     if containers.docker_reachable():
         client = containers.engine()
-        found = orphans.engine_orphans(client)
+        found = orphans.engine_orphans(client, store)
         if prune_images:
             found += orphans.dependency_images(client)
         for orphan in found:
@@ -75,6 +80,19 @@ def gc(dry_run: bool, db: str, prune_images: bool, as_json: bool) -> None:
         click.echo(kept_line, err=as_json)
     if client is not None:
         client.close()
+
+
+def _store_key(db: str) -> str | None:
+    """The key `db`'s runs label their leftovers with; None when it names no store (then
+    only unlabelled leftovers are removed)."""
+    from patchheal.errors import BadInput
+    from patchheal.memory.db import resolve_db_url
+    from patchheal.workspace.worktrees import store_key
+
+    try:
+        return store_key(resolve_db_url(db, create=False))
+    except (BadInput, ValueError):
+        return None
 
 
 def _prune(job_dir: object, dry_run: bool) -> None:

@@ -82,12 +82,9 @@ def duration_ns(value: object, where: str) -> int:
 
 def load(path: Path) -> dict[str, Service]:
     """Services of a compose file, in dependency order (dependencies first)."""
-    import yaml
+    from patchheal.intake.yamlsafe import load_yaml_file
 
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise SpecError(f"cannot read compose file {path}: {exc}") from None
+    data = load_yaml_file(path, "compose file")  # bounded: depth, size, aliases
     services = (data or {}).get("services") if isinstance(data, dict) else None
     if not isinstance(services, dict) or not services:
         raise SpecError(f"compose file {path} has no `services` mapping")

@@ -40,6 +40,16 @@ LABEL_PID = "patchheal.owner.pid"
 LABEL_START = "patchheal.owner.start"
 LABEL_HOST = "patchheal.owner.host"
 LABEL_WORKTREE = "patchheal.worktree"
+# The store (its key, workspace/worktrees.py `store_key`) of the run that made an object:
+# `gc --db` and the end of a run remove only their own store's leftovers.
+LABEL_STORE = "patchheal.store"
+_store_key: list[str] = []
+
+
+def set_store(key: str | None) -> None:
+    """Label what this process creates from now on with store `key` (None: no label)."""
+    _store_key[:] = [key] if key else []
+
 
 _T = TypeVar("_T")
 _UNSAFE = re.compile(r"[^a-zA-Z0-9_.-]+")
@@ -103,6 +113,8 @@ def owner_labels(job_id: str, purpose: str, *, worktree: str | None = None) -> d
     }
     if worktree is not None:
         labels[LABEL_WORKTREE] = worktree
+    if _store_key:
+        labels[LABEL_STORE] = _store_key[0]
     return labels
 
 

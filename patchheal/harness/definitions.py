@@ -42,6 +42,15 @@ def list_harnesses(repo: Path | None = None) -> list[HarnessDef]:
 
 def load_harness(name_or_path: str, repo: Path | None = None) -> HarnessDef:
     """A definition by name (search path) or by path (a folder or a harness.toml)."""
+    try:
+        return _load_harness(name_or_path, repo)
+    except OSError as exc:  # a name too long for the file system, a symlink loop
+        raise SpecError(
+            f"cannot use harness {name_or_path[:200]!r}: {exc.strerror or exc}"
+        ) from None
+
+
+def _load_harness(name_or_path: str, repo: Path | None) -> HarnessDef:
     as_path = Path(name_or_path).expanduser()
     if "/" in name_or_path or name_or_path.endswith(".toml"):
         if repo is not None and not as_path.is_absolute() and not as_path.exists():

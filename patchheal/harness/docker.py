@@ -17,13 +17,12 @@ import hashlib
 import logging
 import os
 import shutil
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from patchheal.harness import containers, deps, images, sandbox
+from patchheal.harness import containers, deps, images, leftovers, sandbox
 from patchheal.harness.base import OutputSink
 from patchheal.harness.config import HarnessDef
 from patchheal.harness.images import Say
@@ -228,6 +227,6 @@ def _results_root() -> Path:
     for the step's user, so a step can write only into its own run's
     `results-<nonce>` directory, which the results channel makes writable.
     """
-    root = Path(tempfile.mkdtemp(prefix="patchheal-session-")) / "results"
+    root = leftovers.make_temp_dir("patchheal-session-") / "results"
     root.mkdir(mode=0o755)
     return root

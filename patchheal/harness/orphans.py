@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from patchheal import proc
 from patchheal.atomic import atomic_write
-from patchheal.harness import containers, images
+from patchheal.harness import containers, images, leftovers
 
 if TYPE_CHECKING:
     from docker import DockerClient
@@ -43,21 +43,20 @@ def _why(labels: dict[str, str]) -> str:
     return f"job {job}, owner pid {labels.get(containers.LABEL_PID, '?')} is gone"
 
 
-def engine_orphans(client: DockerClient) -> list[Orphan]:
-    """Labelled containers, volumes and networks whose owner is gone; abandoned temp images."""
+def engine_orphans(client: DockerClient, store: str | None = None) -> list[Orphan]:
+    """Labelled containers, volumes and networks whose owner is gone; abandoned temp images.
+    Objects labelled with a store other than `store` are that store's to remove."""
     flt = {"label": containers.LABEL}
     found: list[Orphan] = []
-    for container in containers.call(client.containers.list, all=True, filters=flt):
-        labels = container.labels or {}
-        if not containers.owner_alive(labels):
-            found.append(Orphan("container", container.name, _why(labels), container))
+    for container, why in leftovers.dead_containers(client, store):
+        found.append(Orphan("container", str(getattr(container, "name", "?")), why, container))
     for network in containers.call(client.networks.list, filters=flt):
         labels = network.attrs.get("Labels") or {}
-        if not containers.owner_alive(labels):
+        if leftovers.ours(labels, store) and not containers.owner_alive(labels):
             found.append(Orphan("network", network.name, _why(labels), network))
     for volume in containers.call(client.volumes.list, filters=flt):
         labels = volume.attrs.get("Labels") or {}
-        if not containers.owner_alive(labels):
+        if leftovers.ours(labels, store) and not containers.owner_alive(labels):
             found.append(Orphan("volume", volume.name, _why(labels), volume))
     if not _any_build_running():
         for image in containers.call(client.images.list, name=f"{images.REPOSITORY}-tmp/*"):

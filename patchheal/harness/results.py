@@ -19,13 +19,13 @@ import hmac
 import json
 import secrets
 import shutil
-import tempfile
-import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from pathlib import Path
 
 from pydantic import BaseModel
 
+from patchheal.harness import leftovers, untrusted
+from patchheal.harness.junit import parse_junit
 from patchheal.models import TestResults, TestTrace
 
 COLLECTORS = Path(__file__).resolve().parent.parent / "collectors"
@@ -57,7 +57,7 @@ class ResultsChannel:
         self.nonce = secrets.token_hex(8)
         self.token = secrets.token_hex(32)
         self._owns_root = root is None
-        self._root = Path(tempfile.mkdtemp(prefix="patchheal-results-")) if root is None else root
+        self._root = leftovers.make_temp_dir("patchheal-results-") if root is None else root
         self.host_dir = self._root / f"results-{self.nonce}"
         self.host_dir.mkdir()
         # A container's user is not the host user; the private parent (0700)
@@ -99,31 +99,36 @@ class ResultsChannel:
             for test_id, outcome in found.items():
                 outcomes[test_id] = _worst(outcomes.get(test_id), str(outcome))
 
-        for path in sorted(self.host_dir.glob("*")):
-            if path.suffix == ".json":
-                record = _verified(path, self.token)
+        # Step-written files, read as hostile input (untrusted.py): regular files only,
+        # capped in count and bytes; a refused file is listed with its reason.
+        budget = untrusted.Budget()
+        for entry in untrusted.read_directory(self.host_dir, budget):
+            if entry.refused:
+                rejected.append(f"{entry.name} ({entry.refused})")
+            elif entry.name.endswith(".json"):
+                record = _verified(entry.data, self.token)
                 if record is None:
-                    rejected.append(path.name)
+                    rejected.append(entry.name)
                     continue
                 runners.append(record.runner)
                 merge(record.outcomes)
                 defined_in.update(record.defined_in)
                 tampered += [f"{record.runner}: {t}" for t in record.tampered]
                 _add_traces(traces, record.traces)
-            elif path.name == NODE_JUNIT:
-                parsed = _junit(path)
-                if parsed is None:
-                    rejected.append(path.name)
+            elif entry.name == NODE_JUNIT:
+                parsed = parse_junit(entry.data)
+                if isinstance(parsed, str):
+                    rejected.append(f"{entry.name} ({parsed})")
                 else:
                     runners.append("node")
                     merge(parsed)
-            elif path.suffix != ".part":
-                rejected.append(path.name)
+            elif not entry.name.endswith(".part"):
+                rejected.append(entry.name)
         if declared and worktree is not None:
-            for path in sorted(worktree.glob(declared)):
-                parsed = _junit(path)
-                if parsed is None:
-                    rejected.append(str(path.relative_to(worktree)))
+            for entry in untrusted.read_glob(worktree, declared, budget):
+                parsed = entry.refused or parse_junit(entry.data)
+                if isinstance(parsed, str):
+                    rejected.append(f"{entry.name} ({parsed})")
                 else:
                     runners.append("junit")
                     merge(parsed)
@@ -168,10 +173,10 @@ def _add_traces(into: dict[str, TestTrace], found: Mapping[str, object]) -> None
             continue
 
 
-def _verified(path: Path, token: str) -> _Record | None:
+def _verified(data: bytes, token: str) -> _Record | None:
     """The payload of a finished record signed with `token`, else None."""
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
+        record = json.loads(data.decode("utf-8"))
         payload, mac = record["payload"], record["mac"]
         if not (isinstance(payload, str) and isinstance(mac, str)):
             return None
@@ -183,42 +188,3 @@ def _verified(path: Path, token: str) -> _Record | None:
     except (OSError, ValueError, KeyError, TypeError):  # pydantic's ValidationError is a ValueError
         return None
     return body if body.finished else None
-
-
-def _junit(path: Path) -> dict[str, str] | None:
-    """Outcome by test id (enclosing suite names + case name) of a JUnit XML file."""
-    try:
-        tree = ET.parse(path)
-    except (ET.ParseError, OSError):
-        return None
-    found: dict[str, str] = {}
-
-    def walk(element: ET.Element, prefix: tuple[str, ...]) -> None:
-        for child in element:
-            tag = child.tag.rsplit("}", 1)[-1]
-            if tag == "testsuites":
-                walk(child, prefix)
-            elif tag == "testsuite":
-                walk(child, (*prefix, child.get("name", "")) if child.get("name") else prefix)
-            elif tag == "testcase":
-                name = child.get("name", "")
-                classname = child.get("classname", "")
-                test_id = ".".join(
-                    filter(None, (*prefix, classname if classname != "test" else "", name))
-                )
-                kinds = {c.tag.rsplit("}", 1)[-1] for c in child}
-                outcome = (
-                    "error"
-                    if "error" in kinds
-                    else "failed"
-                    if "failure" in kinds
-                    else "skipped"
-                    if "skipped" in kinds
-                    else "passed"
-                )
-                found[test_id] = _worst(found.get(test_id), outcome)
-
-    wrapper = ET.Element("report")
-    wrapper.append(tree.getroot())
-    walk(wrapper, ())
-    return found

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import shutil
 import tarfile
-import tempfile
 from pathlib import Path
 
 from patchheal import proc
+from patchheal.harness import leftovers
 
 
 class CommittedSources:
@@ -36,7 +36,7 @@ class CommittedSources:
 
     def _export(self, worktree: Path, commit: str) -> Path:
         if self._root is None:
-            self._root = Path(tempfile.mkdtemp(prefix="patchheal-sources-"))
+            self._root = leftovers.make_temp_dir("patchheal-sources-")
         target = self._root / commit
         archive = self._root / f"{commit}.tar"
         proc.git("archive", "--format=tar", f"--output={archive}", commit, cwd=worktree)

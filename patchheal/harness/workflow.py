@@ -80,14 +80,10 @@ class DerivedJob:
 
 
 def load_workflow(path: Path) -> dict[str, Any]:
-    import yaml
+    from patchheal.intake.yamlsafe import load_yaml_file
 
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise SpecError(f"cannot read workflow {path}: {exc.strerror or exc}") from None
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise SpecError(f"workflow {path} is not valid YAML: {exc}") from None
+    # Bounded: a deep workflow or an alias bomb is refused, not a crash (intake/yamlsafe.py).
+    data = load_yaml_file(path, "workflow")
     if not isinstance(data, dict) or not isinstance(data.get("jobs"), dict) or not data["jobs"]:
         raise SpecError(f"workflow {path} has no `jobs` mapping")
     return data

@@ -26,6 +26,8 @@ MAX_PATH_CHARS = 4096
 MAX_NAME_BYTES = 255
 MAX_REF_CHARS = 256
 MAX_GLOB_CHARS = 1024
+# As deep as harness/untrusted.py matches a declared results glob.
+MAX_GLOB_PARTS = 32
 
 # The spec's top-level tables and the type each must have.
 TABLES: dict[str, type] = {
@@ -108,13 +110,42 @@ def check_path(value: str, where: str) -> Path:
     return path
 
 
+def resolve(path: Path, where: str) -> Path:
+    """`path` made absolute with its symlinks resolved; a symlink loop (pathlib raises
+    RuntimeError) or a name the file system refuses is a SpecError."""
+    try:
+        return path.resolve()
+    except (RuntimeError, OSError) as exc:
+        why = "a symlink loop" if isinstance(exc, RuntimeError) else _reason(exc)
+        raise SpecError(f"{where}: cannot use {_show(path)}: {why}") from None
+
+
+def check_name(value: str, where: str) -> None:
+    """A name that becomes a path component (a harness name): bounded like a path."""
+    check_path(value, where)
+    if len(os.fsencode(value)) > MAX_PATH_CHARS:
+        raise SpecError(f"{where}: longer than {MAX_PATH_CHARS} bytes")
+
+
+def results_glob_problem(pattern: str) -> str | None:
+    """Why a step's `results` glob cannot be matched in a worktree, or None."""
+    parts = [p for p in pattern.replace("\\", "/").split("/") if p not in ("", ".")]
+    if not parts:
+        return "matches no file (empty, '.' or only separators)"
+    if len(parts) > MAX_GLOB_PARTS:
+        return f"more than {MAX_GLOB_PARTS} path components"
+    if any(len(os.fsencode(p)) > MAX_NAME_BYTES for p in parts):
+        return f"a component is longer than {MAX_NAME_BYTES} bytes"
+    return glob_problem(pattern)
+
+
 def check_regular_file(path: Path, where: str) -> None:
     """An existing path given as a file must be a regular file (a FIFO or device blocks)."""
     try:
         info = path.stat()
     except FileNotFoundError:
         return
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RuntimeError) as exc:
         raise SpecError(f"{where}: cannot use {_show(path)}: {_reason(exc)}") from None
     if not stat.S_ISREG(info.st_mode):
         raise SpecError(f"{where}: {_show(path)} is not a regular file")

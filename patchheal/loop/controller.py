@@ -28,6 +28,7 @@ from patchheal.errors import (
     BadInput,
     Interrupted,
 )
+from patchheal.harness import containers
 from patchheal.harness.base import Harness
 from patchheal.harness.orphans import OWNER_FILE, write_owner
 from patchheal.loop.checkpoints import discard_checkpoints, load_checkpoints
@@ -46,7 +47,7 @@ from patchheal.scrub.active import job_scrubber
 from patchheal.scrub.scrubber import Scrubber
 from patchheal.telemetry.events import EventLog
 from patchheal.telemetry.metrics import DEFAULT_PREFIX, Metrics
-from patchheal.workspace.worktrees import JobWorkspace, worktree_diff
+from patchheal.workspace.worktrees import JobWorkspace, store_key, worktree_diff
 
 LOCK_TTL_SECONDS = 600.0
 
@@ -190,6 +191,7 @@ class HealLoop:
         )
         harness: Harness | None = None
         started = False
+        containers.set_store(store_key(store.url))  # labels tell gc whose leftovers they are
         controls = ControlReader(
             store,
             events,
@@ -217,6 +219,7 @@ class HealLoop:
         finally:
             if harness is not None:
                 harness.close()
+                _remove_leftovers(harness, store.url)
             metrics.close()
             if started:  # the job started: its end is recorded, whatever ended it
                 self._record_end(store, events, controls)
@@ -403,3 +406,17 @@ def _lock_data(lock: LockRow) -> dict[str, object]:
         "created_at": lock.created_at,
         "expires_at": lock.expires_at,
     }
+
+
+def _remove_leftovers(harness: Harness, store_url: str) -> None:
+    """What killed runs of this store left: temp dirs, and containers when Docker was used."""
+    from patchheal.harness import leftovers
+
+    client = None
+    if harness.name.startswith(("docker", "compose")) and containers.docker_reachable():
+        client = containers.engine()
+    try:
+        leftovers.after_run(store_key(store_url), client)
+    finally:
+        if client is not None:
+            client.close()

@@ -22,7 +22,6 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -31,6 +30,7 @@ from patchheal import proc
 from patchheal.config import JobSpec
 from patchheal.errors import StepTimeout
 from patchheal.evidence.build import render_context
+from patchheal.harness import leftovers
 from patchheal.models import Candidate
 from patchheal.proposers.base import ProposalRequest
 from patchheal.proposers.config import AgentConfig
@@ -78,7 +78,7 @@ class AgentProposer:
         # Agents that commit (aider does by default) move HEAD: diff against where it started.
         started_at = proc.git("rev-parse", "--verify", "HEAD", cwd=request.worktree, check=False)
         head = started_at.output.strip() if started_at.exit_code == 0 else None
-        tmp = Path(tempfile.mkdtemp(prefix="patchheal-context-"))
+        tmp = leftovers.make_temp_dir("patchheal-context-")
         try:
             context_file = tmp / "context.md"
             text = render_context(request.context, max_tokens=self.config.context_tokens)

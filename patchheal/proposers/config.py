@@ -6,6 +6,7 @@ client or the agent runner.
 
 from __future__ import annotations
 
+import urllib.parse
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -62,6 +63,13 @@ class LLMConfig(_ProposerConfig):
             raise ValueError(
                 f"must start with http:// or https:// (e.g. {_EXAMPLE_URL}), got {value!r}"
             )
+        try:  # `http://[::1` and `http://h:99999` raise only when the URL is used
+            parts = urllib.parse.urlsplit(value)
+            _ = parts.port
+        except ValueError as exc:
+            raise ValueError(f"not a usable URL ({exc}): {value[:200]!r}") from None
+        if not parts.hostname:
+            raise ValueError(f"names no host: {value[:200]!r}")
         return value.rstrip("/")
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from patchheal.config import JobSpec
 from patchheal.errors import SpecError
+from patchheal.harness.untrusted import read_regular
 from patchheal.models import Candidate
 from patchheal.proposers.base import ProposalRequest
 from patchheal.proposers.config import PatchfilesConfig
@@ -38,6 +39,9 @@ class PatchfilesProposer:
         self, config: PatchfilesConfig, *, job: JobSpec, sleep: Callable[[float], None] = time.sleep
     ) -> None:
         del job, sleep
+        # Files found in a folder are never followed through a symlink (one put
+        # /etc/passwd into report.md); paths the spec names one by one are the user's.
+        self._nofollow = config.dir is not None
         self._paths = self._collect(config)
         self._next = 0
 
@@ -47,6 +51,12 @@ class PatchfilesProposer:
             if not config.dir.is_dir():
                 raise SpecError(f"patchfiles proposer: {config.dir} is not a directory")
             paths = sorted(p for p in config.dir.iterdir() if p.suffix in {".patch", ".diff"})
+            links = [str(p) for p in paths if p.is_symlink()]
+            if links:
+                raise SpecError(
+                    "patchfiles proposer: symlinks are not read from a candidates folder "
+                    f"(copy the patch in instead): {', '.join(links[:5])}"
+                )
             if not paths:
                 raise SpecError(f"patchfiles proposer: no *.patch or *.diff files in {config.dir}")
         else:
@@ -88,7 +98,11 @@ class PatchfilesProposer:
 
     def _load(self, path: Path) -> Candidate:
         try:
-            text = path.read_text(encoding="utf-8")
+            text = (
+                read_regular(path, MAX_PATCH_BYTES).decode("utf-8")
+                if self._nofollow
+                else path.read_text(encoding="utf-8")
+            )
         except (OSError, UnicodeDecodeError) as exc:
             # An unreadable file is still a candidate: it will fail to apply,
             # and that is recorded, rather than aborting the whole job.

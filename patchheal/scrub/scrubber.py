@@ -22,6 +22,7 @@ import urllib.parse
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from patchheal.scrub import variants
 from patchheal.scrub.rules import (
     RULES,
     Rule,
@@ -152,6 +153,9 @@ class Scrubber:
             quoted = urllib.parse.quote(value, safe="")
             if quoted != value:
                 values.add(quoted)
+        # Disguised forms (reversed, halves, hex, base64, spaced out): scrub/variants.py.
+        self._spaced = variants.spaced_pattern(values)
+        values.update(f for v in tuple(values) for f in variants.literal_forms(v) if f not in MASK)
         self._values = tuple(sorted(values, key=len, reverse=True))
         self._rules = RULES + detect_secrets_rules()
         self._repls = [_mask_group(rule) for rule in self._rules]
@@ -189,10 +193,12 @@ class Scrubber:
             return tuple(self.scrub_obj(v) for v in value)
         return value
 
-    def _scrub_once(self, text: str) -> str:
+    def _scrub_once(self, text: str, *, codes: bool = True) -> str:
         for secret in self._values:
             if secret in text:
                 text = text.replace(secret, MASK)
+        if self._spaced is not None:
+            text = self._spaced.sub(MASK, text)
         lowered: str | None = None
         seen: dict[tuple[str, bool], bool] = {}  # literal presence, shared by rules until a change
         for rule, repl in zip(self._rules, self._repls, strict=True):
@@ -209,7 +215,13 @@ class Scrubber:
             if new != text:
                 text, lowered = new, None
                 seen.clear()
-        return self._mask_entropy(text)
+        text = self._mask_entropy(text)
+        if codes:  # byte codes whose decoded text holds a secret (H1 printed a key as decimals)
+            text = variants.mask_codes(text, self._would_mask, MASK)
+        return text
+
+    def _would_mask(self, decoded: str) -> bool:
+        return self._scrub_once(decoded, codes=False) != decoded
 
     def _mask_entropy(self, text: str) -> str:
         # Runs of token characters found with a bytes translate + find (~1 GB/s) instead of a

@@ -1,0 +1,63 @@
+"""The H2-H4 probes in the real Docker harness: a step that plants a FIFO, a symlink and
+deeply nested JUnit in its results directory (and a FIFO at its declared `results` glob)
+gets that run rejected with reasons, promptly; the session goes on to the next run."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness_support import engine, python_def, python_image
+
+from patchheal.harness.config import HarnessDef
+from patchheal.harness.docker import DockerHarness
+
+__all__ = ["engine", "python_def", "python_image"]
+
+pytestmark = pytest.mark.docker
+
+PLANT = """
+import os
+d = os.environ["PATCHHEAL_RESULTS_DIR"]
+os.mkfifo(os.path.join(d, "zz.json"))
+os.symlink("/etc/passwd", os.path.join(d, "pw.json"))
+with open(os.path.join(d, "node-junit.xml"), "w") as f:
+    f.write("<testsuites>" + "<testsuite name='s'>" * 100000 + "<testcase name='t'/>"
+            + "</testsuite>" * 100000 + "</testsuites>")
+os.makedirs("reports", exist_ok=True)
+os.mkfifo("reports/r.xml")
+print("planted")
+"""
+
+
+@pytest.fixture
+def harness(python_image: str, python_def: HarnessDef, request: Any) -> Any:
+    h = DockerHarness(python_def, job_id=f"rd-{request.node.name[:30]}-{os.getpid()}")
+    yield h
+    h.close()
+
+
+def test_hostile_results_reject_the_run_and_never_hang(
+    harness: DockerHarness, tmp_path: Path
+) -> None:
+    tree = tmp_path / "wt"
+    tree.mkdir()
+    (tree / "plant.py").write_text(PLANT)
+    started = time.monotonic()
+    result = harness.run(
+        "python plant.py", tree, timeout=120, idle_timeout=120, results="reports/*.xml"
+    )
+    assert time.monotonic() - started < 60
+    assert "planted" in result.output
+    assert result.tests is not None
+    rejected = " | ".join(result.tests.rejected)
+    assert "zz.json (a FIFO)" in rejected
+    assert "pw.json (a symlink)" in rejected
+    assert "node-junit.xml (nested deeper than" in rejected
+    assert "reports/r.xml (a FIFO)" in rejected
+    assert result.tests.outcomes == {}
+    following = harness.run("echo next", tree, timeout=60, idle_timeout=60)
+    assert following.exit_code == 0
