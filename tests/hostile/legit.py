@@ -1,0 +1,3 @@
+from tests.hostile.cases import Candidate
+
+LEGIT: list[Candidate] = []
