@@ -131,7 +131,9 @@ class _Render(ast.NodeTransformer):
             if keyword.arg is None and isinstance(splat, ast.Dict):
                 keys = [k.value if isinstance(k, ast.Constant) else None for k in splat.keys]
                 if all(isinstance(k, str) and k.isidentifier() for k in keys):
-                    keywords += [ast.keyword(str(k), v) for k, v in zip(keys, splat.values)]
+                    keywords += [
+                        ast.keyword(str(k), v) for k, v in zip(keys, splat.values, strict=True)
+                    ]
                     continue
             keywords.append(keyword)
         node.keywords = keywords

@@ -161,7 +161,7 @@ def _channel(candidate: Candidate, tree: Path, root: Path) -> tuple[bool, str]:
     (folder / "collector-0-0.json").write_text(json.dumps({"payload": payload, "mac": mac}))
     before = _listing(folder)
     env = plain_env({"PATCHHEAL_RESULTS_DIR": str(folder), "PATCHHEAL_RESULTS_TOKEN": token})
-    code, output = _run(candidate.command(), tree, env)
+    code, _ = _run(candidate.command(), tree, env)
     changed = _listing(folder) != before
     return code == 0 and changed, f"exit {code}, results directory changed: {changed}"
 
