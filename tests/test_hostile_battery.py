@@ -91,8 +91,8 @@ def test_docker_harness_sample(tmp_path: Path, require_docker: None) -> None:
     judge = Judge(
         tmp_path,
         lambda: DockerHarness(load_harness("python"), job_id=f"hostile-{tmp_path.name}"),
-        python="python3",
-        pytest="python3 -m pytest",
+        python="python",
+        pytest="python -m pytest",
     )
     try:
         judged = [judge.evaluate(c) for c in DOCKER_SAMPLE]

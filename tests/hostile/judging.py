@@ -111,6 +111,7 @@ class Judge:
         self.pytest = pytest
         self._reproduced: dict[tuple[str, str], _Reproduced | str] = {}
         self._lock = threading.Lock()
+        self._locks: dict[tuple[str, str], threading.Lock] = {}
         self._count = 0
 
     def _slot(self, prefix: str) -> Path:
@@ -122,6 +123,8 @@ class Judge:
         """The project × runner reproduced (once), or why it cannot be patched."""
         key = (candidate.project.name, candidate.runner)
         with self._lock:
+            lock = self._locks.setdefault(key, threading.Lock())
+        with lock:  # one reproduction per key; other keys go on meanwhile
             if key not in self._reproduced:
                 self._reproduced[key] = self._reproduce(candidate)
             return self._reproduced[key]
