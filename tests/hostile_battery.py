@@ -89,4 +89,18 @@ def sample(candidates: list[Candidate]) -> list[Candidate]:
 
 HOSTILE: list[Candidate] = generate()
 SAMPLE: list[Candidate] = sample(HOSTILE)
-__all__ = ["FORMS", "HOSTILE", "LEGIT", "RUNNERS", "SAMPLE", "SKIPPED", "Candidate"]
+# What the CI test proves on the bare runner (every trick is proven by the benchmark):
+# the sample and every other candidate of the product, > 80 in all.
+PROVEN_IN_CI: list[Candidate] = SAMPLE + [
+    c for i, c in enumerate(HOSTILE) if i % 2 == 0 and c not in SAMPLE
+]
+__all__ = [
+    "FORMS",
+    "HOSTILE",
+    "LEGIT",
+    "PROVEN_IN_CI",
+    "RUNNERS",
+    "SAMPLE",
+    "SKIPPED",
+    "Candidate",
+]
