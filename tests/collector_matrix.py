@@ -293,18 +293,21 @@ def _base_env() -> dict[str, str]:
     return {k: os.environ[k] for k in keep if k in os.environ}
 
 
-def run_both(
+def run_plain(argv: list[str], project: Path) -> tuple[int, str]:
+    """`argv` in `project` without the collectors."""
+    return _run(argv, project, _base_env())
+
+
+def run_collected(
     argv: list[str], project: Path, *, trace: bool = False
-) -> tuple[tuple[int, str], tuple[int, str], TestResults | None]:
-    """`argv` in `project` plainly, then with the harness's results channel."""
-    plain = _run(argv, project, _base_env())
+) -> tuple[tuple[int, str], TestResults | None]:
+    """`argv` in `project` with the harness's results channel, and what it collected."""
     channel = ResultsChannel(trace=trace)
     try:
         env = channel.environment(
             _base_env(), results_dir=str(channel.host_dir), collectors=str(COLLECTORS)
         )
-        collected = _run(argv, project, env)
-        return plain, collected, channel.collect()
+        return _run(argv, project, env), channel.collect()
     finally:
         channel.close()
 
@@ -366,13 +369,17 @@ def pytest_cell(python: str, venv: Path, version: str, root: Path, *, trace: boo
     project = write_project(root)
     junit = root.parent / f"{root.name}-junit.xml"
     argv = [str(venv / "bin" / "python"), *pytest_args(python, version), f"--junitxml={junit}"]
-    plain, collected, recorded = run_both(argv, project, trace=trace)
+    plain = run_plain(argv, project)
+    # Read before the second run writes the same file.
+    reference = pytest_junit(junit) if junit.is_file() else {}
+    junit.unlink(missing_ok=True)
+    collected, recorded = run_collected(argv, project, trace=trace)
     return Cell(
         python=".".join(map(str, python_version(python)[:2])),
         runner=f"pytest {version}",
         exit_plain=plain[0],
         exit_collected=collected[0],
-        reference=pytest_junit(junit) if junit.is_file() else {},
+        reference=reference,
         verbose_plain=pytest_verbose(plain[1]),
         verbose_collected=pytest_verbose(collected[1]),
         recorded=recorded,
@@ -413,7 +420,8 @@ UNITTEST_RENAMED = {
 
 def unittest_cell(python: str, root: Path) -> Cell:
     project = write_project(root)
-    plain, collected, recorded = run_both([python, *UNITTEST_ARGS], project)
+    plain = run_plain([python, *UNITTEST_ARGS], project)
+    collected, recorded = run_collected([python, *UNITTEST_ARGS], project)
     reference = {
         UNITTEST_RENAMED.get(t, t): outcome for t, outcome in unittest_verbose(plain[1]).items()
     }
