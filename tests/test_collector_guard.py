@@ -205,3 +205,48 @@ def test_a_trace_hook_error_never_reaches_the_test(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "broken: ZeroDivisionError: tracer bug" in done.stdout
+
+
+OLD_PYTEST_PROJECT = {
+    "calc.py": CALC,
+    "tests/test_calc.py": TESTS + "\n\ndef test_zero():\n    assert add(0, 0) == 0\n",
+    "conftest.py": "",  # puts the project root on sys.path (pytest 5.4 has no `pythonpath`)
+    # pytest < 6.2.4 cannot rewrite assertions on Python >= 3.10 (measured): plain asserts.
+    "setup.cfg": "[tool:pytest]\naddopts = --assert=plain\n",
+}
+
+
+def test_a_project_pinning_pytest_5_4_has_its_real_fix_judged_fixed(
+    make_repo: RepoFactory,
+) -> None:
+    """The held-out failure: a project whose setup installs pytest 5.4 (no `rootpath`).
+    Its failing test is reproduced by id, not as the collector's own error, and the real
+    fix is `fixed` (before: every test errored inside the collector, a `code_bug` whose
+    fix was `no_effect`)."""
+    repo = make_repo(OLD_PYTEST_PROJECT)
+    harness = LocalHarness(setup=["python -m pip install -q pytest==5.4.3"])
+    step = StepSpec(name="unit", command="python -m pytest -v tests/test_calc.py")
+    gate = reproduce(harness, step, repo, BUDGET, regression=())
+    assert gate.failure is not None
+    assert gate.classification is not None
+    assert gate.classification.failure_class.value == "code_bug"
+    assert "AttributeError" not in gate.result.output
+    assert "pytest-5.4.3" in gate.result.output
+    assert gate.verdict.tests is not None
+    assert gate.verdict.tests.outcomes == {
+        "tests/test_calc.py::test_add": "failed",
+        "tests/test_calc.py::test_zero": "passed",
+    }
+    git(repo, "reset", "-q", "--hard")
+    (repo / "calc.py").write_text(CALC.replace("a - b", "a + b"))
+    outcome, reason, _ = verify(
+        harness,
+        step,
+        repo,
+        BUDGET,
+        baseline=gate.verdict,
+        failure=gate.failure,
+        regression=(),
+        regression_baseline={},
+    )
+    assert outcome is Outcome.FIXED, reason
