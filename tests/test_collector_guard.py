@@ -250,3 +250,49 @@ def test_a_project_pinning_pytest_5_4_has_its_real_fix_judged_fixed(
         regression_baseline={},
     )
     assert outcome is Outcome.FIXED, reason
+
+
+@pytest.mark.docker
+def test_docker_harness_old_pytest_real_fix_is_fixed(
+    make_repo: RepoFactory, require_docker: None
+) -> None:
+    """The same pytest 5.4 project in the Docker python harness (its setup installs pytest
+    5.4.3 into the job's dependency image, offline from a host wheelhouse): reproduced by
+    id, the real fix `fixed`."""
+    import uuid
+
+    from patchheal.harness import images
+    from patchheal.harness.definitions import load_harness
+    from patchheal.harness.docker import DockerHarness
+
+    repo = make_repo(OLD_PYTEST_PROJECT)
+    # A nonce: another session's dependency image must not stand in for this one.
+    setup = [f"pip install pytest==5.4.3 && echo {uuid.uuid4().hex}"]
+    harness = DockerHarness(load_harness("python"), job_id=f"oldpytest-{repo.name}", setup=setup)
+    step = StepSpec(name="unit", command="python -m pytest -v tests/test_calc.py")
+    try:
+        gate = reproduce(harness, step, repo, BUDGET, regression=())
+        assert gate.failure is not None
+        assert "pytest-5.4.3" in gate.result.output
+        assert gate.verdict.tests is not None
+        assert gate.verdict.tests.outcomes == {
+            "tests/test_calc.py::test_add": "failed",
+            "tests/test_calc.py::test_zero": "passed",
+        }
+        git(repo, "reset", "-q", "--hard")
+        (repo / "calc.py").write_text(CALC.replace("a - b", "a + b"))
+        outcome, reason, _ = verify(
+            harness,
+            step,
+            repo,
+            BUDGET,
+            baseline=gate.verdict,
+            failure=gate.failure,
+            regression=(),
+            regression_baseline={},
+        )
+        assert outcome is Outcome.FIXED, reason
+    finally:
+        dependency_image = harness.run_image(repo)
+        harness.close()
+        images.remove_image(harness.client, dependency_image)
