@@ -159,6 +159,10 @@ class TestResults(_Model):
     rejected: tuple[str, ...] = Field(
         (), description="results files that were unfinished or not signed by a collector"
     )
+    collector_errors: tuple[str, ...] = Field(
+        (),
+        description="collectors that failed internally and stopped observing: no trusted results",
+    )
     traces: dict[str, TestTrace] = Field(
         default_factory=dict,
         exclude=True,  # evidence for localization: never persisted with a verdict

@@ -64,6 +64,22 @@ UNITTEST_TESTS = _d("""
         def test_mul(self):
             self.assertEqual(mul(2, 3), 6)
 """)
+# A dotted test package whose module fails to import at base (`sub` is missing): unittest's
+# by-name loader stands in `unittest.loader._FailedTest.test_utils` for it.
+UNITTEST_IMPORT_TESTS = _d("""
+    import unittest
+
+    from calc import add, sub
+
+
+    class TestUtil(unittest.TestCase):
+        def test_add(self):
+            self.assertEqual(add(2, 3), 5)
+
+        def test_sub(self):
+            self.assertEqual(sub(3, 2), 1)
+""")
+WITH_SUB = FIXED + "\n\ndef sub(a, b):\n    return a - b\n"
 NODE_CALC = "exports.add = (a, b) => a - b;\nexports.mul = (a, b) => a * b;\n"
 NODE_FIXED = NODE_CALC.replace("a - b", "a + b")
 NODE_TESTS = _d("""
@@ -141,6 +157,10 @@ PROJECTS: dict[str, Project] = {
     ),
     "unittest": Project(
         {"calc.py": BUGGY, "test_calc.py": UNITTEST_TESTS}, "{python} -m unittest -v test_calc"
+    ),
+    "unittest-import": Project(
+        {"calc.py": FIXED, "test/__init__.py": "", "test/test_utils.py": UNITTEST_IMPORT_TESTS},
+        "{python} -m unittest -v test.test_utils",
     ),
     "node": Project(
         {
@@ -434,6 +454,30 @@ def _spoofs() -> list[Case]:
             "the test fails but the process exits 0",
         ),
         Case(
+            "unittest-import: no-op candidate",
+            "unittest-import",
+            {"README.md": "sub is coming\n"},
+            False,
+            "the test module still fails to import",
+        ),
+        Case(
+            "unittest-import: module imports, its tests fail",
+            "unittest-import",
+            {"calc.py": WITH_SUB.replace("return a - b\n", "return a + b\n")},
+            False,
+            "the stand-in is gone; the tests the module holds now fail",
+        ),
+        Case(
+            "unittest-import: module imports, its tests are skipped",
+            "unittest-import",
+            {
+                "calc.py": "import unittest\n\n"
+                + WITH_SUB.replace("return a - b\n", 'raise unittest.SkipTest("later")\n')
+            },
+            False,
+            "the stand-in is gone; a test the module holds is skipped, not passed",
+        ),
+        Case(
             "node: test script || true",
             "node",
             {"package.json": NODE_PACKAGE % "node --test || true"},
@@ -546,6 +590,12 @@ def _legit() -> list[Case]:
             "the baseline failed at collection; its tests now all pass",
         ),
         fix("unittest: fix add", "unittest", {"calc.py": FIXED}, "the one-character fix"),
+        fix(
+            "unittest-import: missing name added",
+            "unittest-import",
+            {"calc.py": WITH_SUB},
+            "the module failed to import at base (a `_FailedTest` stand-in); now its tests pass",
+        ),
         fix(
             "unittest: fix with a misleading banner",
             "unittest",

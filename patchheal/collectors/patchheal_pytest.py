@@ -20,23 +20,16 @@ import os
 import unittest
 from typing import Any
 
-import _pytest.python
-import _pytest.reports
-import _pytest.runner
-import _pytest.unittest
+import patchheal_pytest_compat as compat
 import patchheal_results as channel
 import patchheal_trace
 import pytest
+from patchheal_guard import Guard
 
-_OWNERS: dict[str, Any] = {
-    "python.Function": _pytest.python.Function,
-    "python": _pytest.python,
-    "runner": _pytest.runner,
-    "runner.CallInfo": _pytest.runner.CallInfo,
-    "reports.TestReport": _pytest.reports.TestReport,
-    "unittest.TestCaseFunction": _pytest.unittest.TestCaseFunction,
-    "stdlib.TestCase": unittest.TestCase,
-}
+# Every hook body runs under the guard: an internal error disables the collector and its
+# record says so (patchheal_guard.py); it never makes a test error.
+_guard = Guard()
+_OWNERS: dict[str, Any] = _guard.run(compat.owners) or {}
 _ATTRS = {
     "python.Function": ("runtest", "setup"),
     "python": ("pytest_pyfunc_call",),
@@ -59,11 +52,15 @@ _ATTRS = {
 
 def _current(name: str) -> Any:
     owner, _, attr = name.rpartition(".")
-    holder = _OWNERS[owner]
-    return inspect.getattr_static(holder, attr, None)
+    holder = _OWNERS.get(owner)  # an internal this pytest version does not have: unwatched
+    return None if holder is None else inspect.getattr_static(holder, attr, None)
 
 
-_WATCHED = {f"{o}.{a}": _current(f"{o}.{a}") for o, attrs in _ATTRS.items() for a in attrs}
+def _snapshot() -> dict[str, Any]:
+    return {f"{o}.{a}": _current(f"{o}.{a}") for o, attrs in _ATTRS.items() for a in attrs}
+
+
+_WATCHED: dict[str, Any] = _guard.run(_snapshot) or {}
 _outcomes: dict[str, str] = {}
 _defined_in: dict[str, str] = {}
 
@@ -81,20 +78,28 @@ _spectrum = patchheal_trace.Spectrum()
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item: Any) -> Any:
+    trace = _guard.run(_before_call, item)
+    outcome = yield
+    if trace is not None:
+        _guard.run(_after_call, item, trace, outcome)
+
+
+def _before_call(item: Any) -> patchheal_trace.TestTrace | None:
+    """Where the test function is defined; a started trace when this run is traced."""
     function = getattr(item, "obj", None)
     code = getattr(inspect.unwrap(function), "__code__", None) if function else None
-    root = str(item.config.rootpath)
+    root = compat.rootdir(item.config)
     if code is not None:
         _defined_in[item.nodeid] = channel.where(os.path.abspath(code.co_filename), root)  # noqa: PTH100
-    if not _TRACING:
-        yield
-        return
+    if not _TRACING or patchheal_trace.broken():
+        return None
     trace = patchheal_trace.TestTrace(root)
     trace.start()
-    try:
-        outcome = yield
-    finally:
-        trace.stop()
+    return trace
+
+
+def _after_call(item: Any, trace: patchheal_trace.TestTrace, outcome: Any) -> None:
+    trace.stop()
     excinfo = outcome.excinfo
     if excinfo is not None:
         trace.failed_with(excinfo[2])
@@ -112,10 +117,16 @@ def _keep_trace(test_id: str, outcome: str) -> None:
 
 
 def pytest_runtest_logreport(report: Any) -> None:
+    _guard.run(_logreport, report)
+
+
+def _logreport(report: Any) -> None:
     if report.when == "call":
         _keep_trace(report.nodeid, "failed" if report.failed else report.outcome)
-        if hasattr(report, "wasxfail"):
-            _record(report.nodeid, "xfailed" if report.skipped else "failed")
+        # pytest's own outcome: an xfail that failed is "skipped" (xfailed), a non-strict
+        # xpass "passed" (pytest exits 0 on it), a strict xpass "failed".
+        if hasattr(report, "wasxfail") and report.skipped:
+            _record(report.nodeid, "xfailed")
         else:
             _record(report.nodeid, report.outcome)
     elif report.failed:
@@ -125,18 +136,30 @@ def pytest_runtest_logreport(report: Any) -> None:
 
 
 def pytest_collectreport(report: Any) -> None:
+    _guard.run(_collectreport, report)
+
+
+def _collectreport(report: Any) -> None:
     if report.failed:
         _record(report.nodeid or "<collection>", "error")
 
 
 def pytest_sessionfinish(session: Any, exitstatus: Any) -> None:
+    _guard.run(_finish)
+    if _guard.error:
+        # Disabled: a record that says why, and no outcomes the verdict could misread.
+        channel.write("pytest", {"outcomes": {}, "collector_error": _guard.error})
+
+
+def _finish() -> None:
     tampered = [name for name, obj in _WATCHED.items() if _current(name) is not obj]
+    traces = {} if patchheal_trace.broken() else _failed_traces
     channel.write(
         "pytest",
         {
             "outcomes": _outcomes,
             "defined_in": _defined_in,
             "tampered": tampered,
-            "traces": {t: trace.record(_spectrum) for t, trace in _failed_traces.items()},
+            "traces": {t: trace.record(_spectrum) for t, trace in traces.items()},
         },
     )

@@ -32,6 +32,14 @@ MAX_RARE_LINES = 30  # a function's least shared lines written per failing test
 _LINES_WANTED = os.environ.get("PATCHHEAL_TRACE_LINES", "1") != "0"
 _TEST_PATH = re.compile(r"(?:^|/)(?:tests?|testing)/|(?:^|/)test_[^/]*\.py$|_test\.py$|conftest")
 _ENV_PARTS = ("/site-packages/", "/dist-packages/", "/.venv/", "/venv/", "/.tox/", "/.nox/")
+# Set by the first internal error of a hook below: tracing stops for the rest of the process
+# (its traces are dropped), and the test it happened in goes on as if never traced. An
+# exception raised by a profile or trace function would surface inside the test itself.
+_broken = ""
+
+
+def broken() -> str:
+    return _broken
 
 
 class TestTrace:
@@ -50,6 +58,7 @@ class TestTrace:
         self._previous: Any = None
         self._previous_trace: Any = None
         self._tracing_lines = False
+        self._running = False
 
     def _relative(self, code: CodeType) -> str | None:
         """The code's file relative to the root, if it is project source (not tests)."""
@@ -69,7 +78,20 @@ class TestTrace:
             wanted = self._wanted[code] = self._relative(code)
         return wanted is not None
 
-    def _profile(self, frame: FrameType, event: str, _arg: Any) -> None:
+    def _give_up(self, exc: Exception) -> None:
+        global _broken
+        _broken = _broken or f"{type(exc).__name__}: {exc}"[:300]
+        self.stop()
+
+    def _profile(self, frame: FrameType, event: str, arg: Any) -> None:
+        if _broken:
+            return
+        try:
+            self._on_profile(frame, event, arg)
+        except Exception as exc:
+            self._give_up(exc)
+
+    def _on_profile(self, frame: FrameType, event: str, _arg: Any) -> None:
         if event == "return":
             self._depth -= 1
             return
@@ -87,16 +109,26 @@ class TestTrace:
 
     def _trace_call(self, frame: FrameType, event: str, _arg: Any) -> Any:
         """The global trace hook: line events only inside project functions."""
-        if event != "call":
+        if event != "call" or _broken:
             return None
-        return self._trace_line if self._is_project(frame.f_code) else None
+        try:
+            return self._trace_line if self._is_project(frame.f_code) else None
+        except Exception as exc:
+            self._give_up(exc)
+            return None
 
     def _trace_line(self, frame: FrameType, event: str, _arg: Any) -> Any:
-        if event == "line" and self._line_count < MAX_LINES:
-            lines = self.lines.setdefault(frame.f_code, set())
-            if frame.f_lineno not in lines:
-                lines.add(frame.f_lineno)
-                self._line_count += 1
+        if _broken:
+            return None
+        try:
+            if event == "line" and self._line_count < MAX_LINES:
+                lines = self.lines.setdefault(frame.f_code, set())
+                if frame.f_lineno not in lines:
+                    lines.add(frame.f_lineno)
+                    self._line_count += 1
+        except Exception as exc:
+            self._give_up(exc)
+            return None
         return self._trace_line
 
     def start(self) -> None:
@@ -109,8 +141,12 @@ class TestTrace:
         if self._tracing_lines:
             sys.settrace(self._trace_call)
         sys.setprofile(self._profile)
+        self._running = True
 
     def stop(self) -> None:
+        if not self._running:  # stopped already (an internal error gave up mid-test)
+            return
+        self._running = False
         sys.setprofile(self._previous)
         if self._tracing_lines:
             sys.settrace(self._previous_trace)

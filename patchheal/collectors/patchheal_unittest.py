@@ -3,7 +3,9 @@
 Imported by sitecustomize at interpreter start-up, before any of the step's
 code, so it wraps the base TestResult methods every runner calls (TextTestResult
 calls them through super()) and snapshots the unittest internals a patch could
-replace to fake a pass. The record is written when the run stops.
+replace to fake a pass. The record is written when the run stops. Every wrapper
+runs its own part under a guard (patchheal_guard.py): an internal error never
+reaches the test run; the collector stops observing and its record says so.
 """
 
 from __future__ import annotations
@@ -17,8 +19,11 @@ import unittest.suite
 from typing import Any
 
 import patchheal_results as channel
+import patchheal_unittest_names as names
+from patchheal_guard import Guard
 
 _Result = unittest.result.TestResult
+_guard = Guard()
 _OUTCOME = {
     "addSuccess": "passed",
     "addFailure": "failed",
@@ -38,7 +43,7 @@ def _state(result: Any) -> dict[str, dict[str, str]]:
 
 def _record(result: Any, test: Any, outcome: str) -> None:
     outcomes = _state(result)["outcomes"]
-    test_id = test.id()
+    test_id = names.test_id(test)
     outcomes[test_id] = channel.worst(outcomes.get(test_id), outcome)
 
 
@@ -46,20 +51,24 @@ def _wrap_outcome(name: str, outcome: str) -> Any:
     original = getattr(_Result, name)
 
     def wrapper(self: Any, test: Any, *args: Any) -> Any:
-        _record(self, test, outcome)
+        _guard.run(_record, self, test, outcome)
         return original(self, test, *args)
 
     return wrapper
 
 
+def _defined_in(result: Any, test: Any) -> None:
+    method = getattr(test, getattr(test, "_testMethodName", ""), None)
+    code = getattr(inspect.unwrap(method), "__code__", None) if method else None
+    if code is not None:
+        defined = os.path.abspath(code.co_filename)  # noqa: PTH100
+        where = channel.where(defined, os.getcwd())  # noqa: PTH109
+        _state(result)["defined_in"][names.test_id(test)] = where
+
+
 def _start_test(original: Any) -> Any:
     def startTest(self: Any, test: Any) -> Any:
-        method = getattr(test, getattr(test, "_testMethodName", ""), None)
-        code = getattr(inspect.unwrap(method), "__code__", None) if method else None
-        if code is not None:
-            defined = os.path.abspath(code.co_filename)  # noqa: PTH100
-            where = channel.where(defined, os.getcwd())  # noqa: PTH109
-            _state(self)["defined_in"][test.id()] = where
+        _guard.run(_defined_in, self, test)
         return original(self, test)
 
     return startTest
@@ -68,34 +77,56 @@ def _start_test(original: Any) -> Any:
 def _add_subtest(original: Any) -> Any:
     def addSubTest(self: Any, test: Any, subtest: Any, err: Any) -> Any:
         if err is not None:
-            _record(self, test, "failed")
+            _guard.run(_record, self, test, "failed")
         return original(self, test, subtest, err)
 
     return addSubTest
 
 
+def _write(result: Any) -> None:
+    state = _state(result)
+    tampered = [name for name, obj in _WATCHED.items() if _current(name) is not obj]
+    channel.write(
+        "unittest",
+        {
+            "outcomes": state["outcomes"],
+            "defined_in": state["defined_in"],
+            "tampered": tampered,
+        },
+    )
+
+
 def _stop_test_run(original: Any) -> Any:
     def stopTestRun(self: Any) -> Any:
-        state = _state(self)
-        tampered = [name for name, obj in _WATCHED.items() if _current(name) is not obj]
-        channel.write(
-            "unittest",
-            {
-                "outcomes": state["outcomes"],
-                "defined_in": state["defined_in"],
-                "tampered": tampered,
-            },
-        )
+        _guard.run(_write, self)
+        if _guard.error:
+            # Disabled: a record that says why, and no outcomes the verdict could misread.
+            channel.write("unittest", {"outcomes": {}, "collector_error": _guard.error})
         return original(self)
 
     return stopTestRun
 
 
-for _name, _outcome in _OUTCOME.items():
-    setattr(_Result, _name, _wrap_outcome(_name, _outcome))
-_Result.startTest = _start_test(_Result.startTest)  # type: ignore[method-assign]
-_Result.addSubTest = _add_subtest(_Result.addSubTest)  # type: ignore[method-assign]
-_Result.stopTestRun = _stop_test_run(_Result.stopTestRun)  # type: ignore[method-assign]
+def _install() -> None:
+    """Wrap the TestResult methods every runner calls, and the loader's by-name lookup."""
+    wrapped = {name: _wrap_outcome(name, outcome) for name, outcome in _OUTCOME.items()}
+    wrapped["startTest"] = _start_test(_Result.startTest)
+    wrapped["addSubTest"] = _add_subtest(_Result.addSubTest)
+    stop = _stop_test_run(_Result.stopTestRun)
+    names.install(_guard)
+    for name, wrapper in wrapped.items():
+        setattr(_Result, name, wrapper)
+    _Result.stopTestRun = stop  # type: ignore[method-assign]
+
+
+def _install_failed() -> None:
+    """The collector could not install itself: a run's end still says so in a record."""
+    _Result.stopTestRun = _stop_test_run(_Result.stopTestRun)  # type: ignore[method-assign]
+
+
+_guard.run(_install)
+if _guard.error:
+    _install_failed()
 
 _OWNERS: dict[str, Any] = {
     "TestCase": unittest.case.TestCase,
@@ -122,4 +153,8 @@ def _current(name: str) -> Any:
     return inspect.getattr_static(_OWNERS[owner], attr, None)
 
 
-_WATCHED = {f"{o}.{m}": _current(f"{o}.{m}") for o, ms in _METHODS.items() for m in ms}
+def _snapshot() -> dict[str, Any]:
+    return {f"{o}.{m}": _current(f"{o}.{m}") for o, ms in _METHODS.items() for m in ms}
+
+
+_WATCHED: dict[str, Any] = _guard.run(_snapshot) or {}

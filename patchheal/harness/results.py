@@ -94,6 +94,7 @@ class ResultsChannel:
         tampered: list[str] = []
         rejected: list[str] = []
         traces: dict[str, TestTrace] = {}
+        errors: list[str] = []
 
         def merge(found: Mapping[str, str]) -> None:
             for test_id, outcome in found.items():
@@ -111,6 +112,8 @@ class ResultsChannel:
                     rejected.append(entry.name)
                     continue
                 runners.append(record.runner)
+                if record.collector_error:
+                    errors.append(f"{record.runner}: {record.collector_error[:300]}")
                 merge(record.outcomes)
                 defined_in.update(record.defined_in)
                 tampered += [f"{record.runner}: {t}" for t in record.tampered]
@@ -141,6 +144,7 @@ class ResultsChannel:
             tampered=tuple(tampered),
             rejected=tuple(rejected),
             traces=traces,
+            collector_errors=tuple(errors),
         )
 
     def close(self) -> None:
@@ -155,6 +159,8 @@ class _Record(BaseModel):
     outcomes: dict[str, str] = {}
     defined_in: dict[str, str] = {}
     tampered: list[str] = []
+    collector_error: str = ""
+    """The collector's own internal error: it stopped observing (collectors/patchheal_guard.py)."""
     traces: dict[str, object] = {}
     """Step-controlled (the step runs in the collector's process): validated one by one in
     `_add_traces`, so a malformed trace never costs the record its outcomes."""

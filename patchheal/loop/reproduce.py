@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from patchheal.config import BudgetSpec, StepSpec
-from patchheal.errors import DependencySetupError
+from patchheal.errors import DependencySetupError, HarnessError
 from patchheal.failure.analysis import analyze, analyze_file
 from patchheal.failure.classify import classify, flaky
 from patchheal.harness.base import Harness
@@ -28,6 +28,7 @@ from patchheal.models import (
     Verdict,
 )
 from patchheal.verdict.judge import judge
+from patchheal.verdict.trust import untrusted
 
 # A step that passes on reproduction is rerun this many times to tell a
 # flake from an environment mismatch, unless the budget asks for more.
@@ -56,7 +57,7 @@ def _run(
     *,
     trace: bool = False,
 ) -> CommandResult:
-    return harness.run(
+    result = harness.run(
         command,
         tree,
         timeout=budget.step_timeout_seconds,
@@ -64,6 +65,11 @@ def _run(
         results=results,
         trace=trace,
     )
+    if no_trust := untrusted(result.tests):
+        # Never fingerprinted or classified as the project's failure: the harness's own
+        # collector broke (exit code 3, as for any harness error).
+        raise HarnessError(f"reproducing `{command}`: {no_trust}")
+    return result
 
 
 def _passes(harness: Harness, step: StepSpec, tree: Path, budget: BudgetSpec) -> bool:

@@ -22,6 +22,7 @@ from patchheal.models import CommandResult, Failure, Outcome, Verdict
 from patchheal.verdict.airflow import check_tasks
 from patchheal.verdict.environment import environmental
 from patchheal.verdict.judge import judge, worse
+from patchheal.verdict.trust import untrusted
 
 _NOT_JUDGED = "not judged: the environment failed, not the patch"
 
@@ -68,6 +69,8 @@ def verify(
         log += f"$ {step.command}  (verification run {run} of {runs})\n{result.output}"
         if result.timed_out is not None:
             return Outcome.TIMEOUT, _timeout(result, budget), log
+        if no_trust := untrusted(result.tests):  # the harness's collector broke, not the patch
+            return Outcome.HARNESS_ERROR, no_trust, log
         verdict = judge(result, baseline=baseline, expected_tests=failure.failing_tests)
         if failure.source == "airflow":  # `tasks test` exits 0 for a skipped task
             verdict = check_tasks(verdict, result.output, failure.failing_tests, result.tests)
@@ -138,6 +141,8 @@ def _regression(
     log = f"\n$ {command}\n{result.output}"
     if result.timed_out is not None:
         return Outcome.TIMEOUT, f"regression steps: {result.timed_out} timeout", log
+    if no_trust := untrusted(result.tests):
+        return Outcome.HARNESS_ERROR, f"in the regression steps, {no_trust}", log
     verdict = judge_regression(result, tree, baseline)
     if baseline is not None:
         got_worse, why = worse(baseline, verdict)

@@ -13,22 +13,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from patchheal.models import TestResults
+from patchheal.verdict.standins import children
+from patchheal.verdict.trust import untrusted
 
 _BAD = ("failed", "error")
-# unittest's stand-in for a module it could not import: `unittest.loader._FailedTest.<module>`.
-_UNITTEST_IMPORT_FAILURE = "unittest.loader._FailedTest."
 
 
 def _listed(ids: Sequence[str], limit: int = 3) -> str:
     return ", ".join(ids[:limit]) + (f" (+{len(ids) - limit} more)" if len(ids) > limit else "")
-
-
-def _children(results: TestResults, collector: str) -> list[str]:
-    """Ids under a collector id that failed at collection (a module, a class)."""
-    if collector.startswith(_UNITTEST_IMPORT_FAILURE):
-        collector = collector.removeprefix(_UNITTEST_IMPORT_FAILURE)
-    prefixes = (f"{collector}::", f"{collector}.")
-    return [t for t in results.outcomes if t.startswith(prefixes)]
 
 
 def observed_passing(results: TestResults, test: str) -> bool:
@@ -36,8 +28,8 @@ def observed_passing(results: TestResults, test: str) -> bool:
     outcome = results.outcomes.get(test)
     if outcome is not None:
         return outcome == "passed"
-    children = _children(results, test)
-    return bool(children) and all(results.outcomes[t] == "passed" for t in children)
+    held = children(results, test)
+    return bool(held) and all(results.outcomes[t] == "passed" for t in held)
 
 
 def why_not_passing(results: TestResults | None, baseline: TestResults | None) -> str | None:
@@ -49,6 +41,8 @@ def why_not_passing(results: TestResults | None, baseline: TestResults | None) -
                 "baseline run (the session was cut short or a collector was bypassed)"
             )
         return None
+    if results.collector_errors:
+        return untrusted(results)
     silent = sorted(set(baseline.runners) - set(results.runners)) if baseline else []
     if silent:
         # Another channel's results (a JUnit file dropped into the directory) do
@@ -88,6 +82,8 @@ def got_worse(before: TestResults | None, after: TestResults | None) -> list[str
     if after is None:
         return ["the test collectors reported no results, unlike before"]
     why = []
+    if after.collector_errors:
+        why.append(untrusted(after) or "")
     if after.rejected or after.tampered:
         why.append(f"untrusted results: {_listed([*after.rejected, *after.tampered])}")
     lost = [t for t in before.with_outcome("passed") if after.outcomes.get(t) != "passed"]
