@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from patchheal.errors import DependencySetupError, HarnessError
-from patchheal.harness import containers, images, sandbox, wheelhouse
+from patchheal.harness import containers, hostdirs, images, sandbox, wheelhouse
 from patchheal.harness.config import HarnessDef
 from patchheal.harness.images import Say
 
@@ -60,8 +60,8 @@ for dist in md.distributions():
             out.write(text)
         os.chmod(target, 0o755)
 """
-WHEELHOUSE = "/opt/patchheal/wheelhouse"
-NPM_CACHE = "/opt/patchheal/npm-cache"
+WHEELHOUSE = hostdirs.WHEELHOUSE
+NPM_CACHE = hostdirs.NPM_CACHE
 DEPENDENCY_GLOBS = (
     "pyproject.toml",
     "setup.cfg",

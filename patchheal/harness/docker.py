@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from patchheal.harness import containers, deps, images, sandbox
+from patchheal.harness import containers, deps, hostdirs, images, sandbox
 from patchheal.harness.base import OutputSink
 from patchheal.harness.config import HarnessDef
 from patchheal.harness.images import Say
@@ -186,7 +186,7 @@ class DockerHarness:
             labels=containers.owner_labels(self.job_id, purpose, worktree=str(worktree)),
             host_mounts=images.host_mounts(self.client, image),
             extra_mounts=(
-                (str(COLLECTORS), COLLECTORS_MOUNT, True),
+                (str(collectors_source()), COLLECTORS_MOUNT, True),
                 (str(results_root), RESULTS_MOUNT, False),
             ),
         )
@@ -219,6 +219,12 @@ class DockerHarness:
             except Exception as exc:  # close must never raise
                 log.warning("closing the Docker client failed: %s", exc)
             self._client = None
+
+
+def collectors_source() -> Path:
+    """The collectors' folder to mount: the package's own, or a copy any user can read when
+    patchheal was installed with a private umask (the step's user is often not its owner)."""
+    return hostdirs.shared_copy(COLLECTORS, images.cache_dir() / "collectors")
 
 
 def _results_root() -> Path:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from patchheal.errors import HarnessError
-from patchheal.harness import containers, images, sandbox
+from patchheal.harness import containers, hostdirs, images, sandbox
 from patchheal.harness.config import HarnessDef
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ def dynamic_requirements(
         sandbox.make_writable(copy, user)
         pip = (
             "python3 -m pip install --break-system-packages --no-deps --dry-run --quiet "
-            f"--no-index --find-links {shlex.quote(str(wheelhouse))} "
+            f"--no-index --find-links {hostdirs.WHEELHOUSE} "
             "--report /tmp/patchheal-report.json . && "
             f"python3 -c {shlex.quote(_READ_REPORT)} {' '.join(map(shlex.quote, extras))}"
         )
@@ -70,7 +70,10 @@ def dynamic_requirements(
             user=user,
             env=sandbox.environment(defn, ()),
             labels=containers.owner_labels("metadata", purpose),
-            host_mounts=[*images.host_mounts(client, image), str(wheelhouse)],
+            host_mounts=images.host_mounts(client, image),
+            # At a container path: the host path may be under a home the sandbox user
+            # cannot traverse (root's 0700 /root, which the image has too).
+            extra_mounts=((str(wheelhouse), hostdirs.WHEELHOUSE, True),),
             network="none",
             wall_limit=600,
         )
