@@ -50,7 +50,9 @@ inside = os.path.realpath(sys.prefix) + os.sep
 for dist in md.distributions():
     if os.path.realpath(str(dist.locate_file(""))).startswith(inside):
         continue
-    for ep in dist.entry_points.select(group="console_scripts"):
+    eps = dist.entry_points  # a plain list before Python 3.10 (no .select)
+    scripts = [ep for ep in eps if ep.group == "console_scripts"]
+    for ep in scripts:
         target = os.path.join(sys.prefix, "bin", ep.name)
         if "/" in ep.name or not ep.attr or os.path.lexists(target):
             continue
