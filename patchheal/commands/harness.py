@@ -135,16 +135,19 @@ def _explain_services(repo: Path, base: str, defn: Any) -> None:
     help="Prove the offline build path: build under a throwaway tag ignoring every cache, "
     "health-check it, then remove it (the cached image is left alone).",
 )
-def build(name: str, repo: Path | None, rebuild_from_scratch: bool) -> None:
+@click.option("--python", default=None, help="One of the harness's [pythons] (e.g. 3.9).")
+def build(name: str, repo: Path | None, rebuild_from_scratch: bool, python: str | None) -> None:
     """Build NAME's image if it is missing (offline when no registry answers)."""
     import time
 
-    from patchheal.harness import containers, images
+    from patchheal.harness import containers, images, pythons
     from patchheal.harness.definitions import load_harness
 
     defn = load_harness(name, repo)
     if defn.kind == "compose" and defn.compose is not None:
         defn = load_harness(defn.compose.base, repo)
+    if python is not None:
+        defn = pythons.with_python(defn, pythons.minor(python) or python, f"--python {python}")
     client = containers.engine()
     started = time.monotonic()
     with _progress(f"build {defn.name}") as progress:
