@@ -62,6 +62,13 @@ for dist in md.distributions():
             out.write(text)
         os.chmod(target, 0o755)
 """
+# A venv pip older than 22.2 (bullseye's 20.3.4) is upgraded from the wheelhouse, where
+# the host put one (`wheelhouse.MODERN_PIP`): CI's setup-python has a recent pip, and
+# editable installs of pyproject-only projects (PEP 660) need one.
+_MODERN_PIP = (
+    "{venv}/bin/python -m pip install --help | grep -q -- --report || "
+    f"{{venv}}/bin/python -m pip install --quiet --upgrade '{wheelhouse.MODERN_PIP}'"
+)
 WHEELHOUSE = hostdirs.WHEELHOUSE
 NPM_CACHE = hostdirs.NPM_CACHE
 DEPENDENCY_GLOBS = (
@@ -219,6 +226,7 @@ def _setup_in(
     run(["sh", "-c", f"mkdir -p /opt/patchheal && chown {user} /opt/patchheal"], "prep", "0:0")
     if defn.deps.kind == "pip":
         run(["python3", "-m", "venv", "--system-site-packages", sandbox.VENV], "venv")
+        run(["/bin/sh", "-c", _MODERN_PIP.format(venv=sandbox.VENV)], "a pip as new as CI's")
     if defn.deps.kind == "npm":
         _npm_install(run, defn.sandbox.workdir)
     for command in commands:

@@ -41,6 +41,17 @@ for text in meta.get("requires_dist", []):
 """
 
 
+# The image's pip when it can write a report, else the newer one the host put in the
+# wheelhouse, unpacked into /tmp (run from its zip, pip is three times slower) and
+# allowed its bytecode: each of pip's subprocesses would compile it all again.
+_PIP_CHOICE = (
+    'PIP="python3 -m pip"; python3 -m pip install --help 2>/dev/null | grep -q -- --report || '
+    f'{{ python3 -m zipfile -e "$(ls {hostdirs.WHEELHOUSE}/pip-*.whl | sort -V | tail -n 1)" '
+    "/tmp/patchheal-pip && "
+    'PIP="env -u PYTHONDONTWRITEBYTECODE PYTHONPATH=/tmp/patchheal-pip python3 -m pip"; }'
+)
+
+
 def dynamic_requirements(
     client: DockerClient,
     defn: HarnessDef,
@@ -56,7 +67,8 @@ def dynamic_requirements(
         user = sandbox.resolve_user(defn, copy)
         sandbox.make_writable(copy, user)
         pip = (
-            "python3 -m pip install --break-system-packages --no-deps --dry-run --quiet "
+            f"{_PIP_CHOICE} && "
+            "$PIP install --break-system-packages --no-deps --dry-run --quiet "
             f"--no-index --find-links {hostdirs.WHEELHOUSE} "
             "--report /tmp/patchheal-report.json . && "
             f"python3 -c {shlex.quote(_READ_REPORT)} {' '.join(map(shlex.quote, extras))}"

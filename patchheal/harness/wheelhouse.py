@@ -77,6 +77,7 @@ _KEEP_WITH_VALUE = {
     "--trusted-host",
 }
 _DEFAULT_BUILD = ("setuptools>=40.8.0", "wheel")
+MODERN_PIP = "pip>=22.2"
 
 
 def pip_install_args(commands: Sequence[str]) -> list[list[str]]:
@@ -337,6 +338,10 @@ def fill(
     hostdirs.share_readable(house)
     installs = [expand_requirement_files(a, worktree) for a in pip_install_args(commands)]
     builds = [build_requirements(a, worktree, version) for a in installs]
+    if tuple(map(int, version.split("."))) < (3, 11):
+        # Debian's pip before bookworm (bullseye: 20.3.4) has no `--dry-run --report` (the
+        # metadata sandbox) nor PEP 660 editables, which CI's setup-python pip has.
+        builds.append([MODERN_PIP])
     _download(house, version, builds, worktree, say)
     wanted = [host_paths(download_args(a, worktree, version), defn) for a in installs]
     _download(house, version, wanted, worktree, say)
