@@ -23,12 +23,8 @@ from patchheal.errors import HarnessError, ImageBuildError, SpecError
 from patchheal.harness import composefile, containers, images, sandbox, services
 from patchheal.harness.base import OutputSink
 from patchheal.harness.config import HarnessDef
-from patchheal.harness.docker import (
-    COLLECTORS_MOUNT,
-    RESULTS_MOUNT,
-    DockerHarness,
-    collectors_source,
-)
+from patchheal.harness.docker import COLLECTORS_MOUNT, RESULTS_MOUNT, DockerHarness
+from patchheal.harness.hostdirs import collectors_source
 from patchheal.harness.images import Say
 from patchheal.harness.results import ResultsChannel
 from patchheal.models import CommandResult

@@ -23,11 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from patchheal.harness import containers, deps, hostdirs, images, sandbox
+from patchheal.harness import containers, deps, images, sandbox
 from patchheal.harness.base import OutputSink
 from patchheal.harness.config import HarnessDef
+from patchheal.harness.hostdirs import collectors_source
 from patchheal.harness.images import Say
-from patchheal.harness.results import COLLECTORS, ResultsChannel
+from patchheal.harness.results import ResultsChannel
 from patchheal.harness.session import SandboxSession
 from patchheal.harness.sources import CommittedSources
 from patchheal.models import CommandResult
@@ -219,12 +220,6 @@ class DockerHarness:
             except Exception as exc:  # close must never raise
                 log.warning("closing the Docker client failed: %s", exc)
             self._client = None
-
-
-def collectors_source() -> Path:
-    """The collectors' folder to mount: the package's own, or a copy any user can read when
-    patchheal was installed with a private umask (the step's user is often not its owner)."""
-    return hostdirs.shared_copy(COLLECTORS, images.cache_dir() / "collectors")
 
 
 def _results_root() -> Path:

@@ -77,6 +77,15 @@ def shared_copy(source: Path, cache: Path) -> Path:
     return target
 
 
+def collectors_source() -> Path:
+    """The collectors' folder to mount: the package's own, or a copy any user can read when
+    patchheal was installed with a private umask (the step's user is often not its owner)."""
+    from patchheal.harness.images import cache_dir
+    from patchheal.harness.results import COLLECTORS
+
+    return shared_copy(COLLECTORS, cache_dir() / "collectors")
+
+
 def _add(path: Path, bits: int) -> None:
     mode = stat.S_IMODE(path.lstat().st_mode)
     if mode & bits != bits:
