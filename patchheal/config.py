@@ -62,6 +62,16 @@ class JobSection(_Spec):
     )
     env: tuple[str, ...] = Field((), max_length=200, description="variables passed through by name")
     last_green: str | None = Field(None, description="last ref where the job passed, if known")
+    python: str | None = Field(
+        None,
+        description="the Python the step runs on ('3.9'), among the harness's [pythons]; "
+        "unset: inferred from the repository (docs/harnesses.md)",
+    )
+    python_from_workflow: str | None = Field(
+        None,
+        description="the python-version the failing CI job's setup-python asked for (set "
+        "from `workflow`); trusted before the repository's files, after `python`",
+    )
     objective: str = Field("", description="what the job is for, shown to proposers")
     workflow: str | None = Field(
         None,
@@ -346,6 +356,8 @@ def repo_defaults(repo: Path) -> dict[str, Any]:
     for key, value in section.items():
         if key in rawspec.TABLES:
             tables[key] = _deep_merge(tables.get(key, {}), value) if key in tables else value
+        elif key == "python":  # shorthand for [tool.patchheal.job] python
+            tables.setdefault("job", {})["python"] = value
         elif key in BudgetSpec.model_fields or key in PolicySpec.model_fields:
             table = "budget" if key in BudgetSpec.model_fields else "policy"
             tables.setdefault(table, {})[key] = value
@@ -399,6 +411,8 @@ def _with_workflow(data: dict[str, Any]) -> dict[str, Any]:
     job = dict(job)
     if job.get("harness", "auto") == "auto":
         job["harness"] = derived.harness
+    if derived.python and not job.get("python") and not job.get("python_from_workflow"):
+        job["python_from_workflow"] = derived.python
     # Idempotent, so a printed spec (which carries the derived setup) loads to the same spec.
     own = [c for c in job.get("setup", []) if c not in derived.setup]
     job["setup"] = [*derived.setup, *own]

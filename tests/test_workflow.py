@@ -142,10 +142,19 @@ def test_python_workflow_becomes_setup_step_env_and_harness(tmp_path: Path) -> N
     assert "1 of 3" in notes
 
 
-def test_a_python_version_the_harness_lacks_is_said(tmp_path: Path) -> None:
+def test_a_python_version_the_harness_lacks_is_refused_with_the_nearest(tmp_path: Path) -> None:
+    """Invariant (issue 26): the failing job's python-version is what the step runs on;
+    one the harness does not offer is refused naming the nearest, never replaced."""
+    from patchheal.harness import pythons
+    from patchheal.harness.definitions import load_harness
+
     derived = workflow.derive(_write(tmp_path, PYTHON_CI), "test")  # first entry: 3.10
     assert derived.matrix["python-version"] == "3.10"
-    assert any("python-version 3.10; the python harness provides 3.11" in n for n in derived.notes)
+    assert derived.python == "3.10"
+    with pytest.raises(SpecError, match=r"Python 3\.10.*nearest is 3\.11"):
+        pythons.choose(load_harness("python"), tmp_path, "HEAD", None, derived.python)
+    picked = workflow.derive(_write(tmp_path, PYTHON_CI), "test", matrix={"python-version": "3.11"})
+    assert picked.python == "3.11"
 
 
 def test_node_workflow_uses_the_node_harness_and_its_shell(tmp_path: Path) -> None:

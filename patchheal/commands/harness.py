@@ -68,9 +68,10 @@ def list_(repo: Path | None, as_json: bool) -> None:
 @click.option("--base", default="HEAD", show_default=True, help="The commit that fails.")
 @click.option("--last-green", default=None, help="The last passing commit (changed files).")
 @click.option("--harness", "wanted", default="auto", show_default=True, help="As [job] harness.")
-def explain(repo: Path, base: str, last_green: str | None, wanted: str) -> None:
+@click.option("--python", "python", default=None, help="As [job] python (e.g. 3.9).")
+def explain(repo: Path, base: str, last_green: str | None, wanted: str, python: str | None) -> None:
     """Show which harness a job on --repo at --base gets, and why (no engine needed)."""
-    from patchheal.harness import definitions, images, registry
+    from patchheal.harness import definitions, images, pythons, registry
 
     if wanted == "local":
         click.echo("harness: local — the job names harness = 'local'")
@@ -86,6 +87,9 @@ def explain(repo: Path, base: str, last_green: str | None, wanted: str) -> None:
         _explain_services(repo, base, defn)
         defn = definitions.load_harness(defn.compose.base, repo)
         click.echo(f"step runs in: {defn.name}")
+    defn, chosen = pythons.choose(defn, repo, base, python)
+    if chosen:
+        click.echo(f"python: {chosen} (offered: {', '.join(pythons.offered(defn))})")
     click.echo(f"image: {images.image_tag(defn)} (built offline when the engine lacks it)")
 
 
@@ -131,16 +135,19 @@ def _explain_services(repo: Path, base: str, defn: Any) -> None:
     help="Prove the offline build path: build under a throwaway tag ignoring every cache, "
     "health-check it, then remove it (the cached image is left alone).",
 )
-def build(name: str, repo: Path | None, rebuild_from_scratch: bool) -> None:
+@click.option("--python", default=None, help="One of the harness's [pythons] (e.g. 3.9).")
+def build(name: str, repo: Path | None, rebuild_from_scratch: bool, python: str | None) -> None:
     """Build NAME's image if it is missing (offline when no registry answers)."""
     import time
 
-    from patchheal.harness import containers, images
+    from patchheal.harness import containers, images, pythons
     from patchheal.harness.definitions import load_harness
 
     defn = load_harness(name, repo)
     if defn.kind == "compose" and defn.compose is not None:
         defn = load_harness(defn.compose.base, repo)
+    if python is not None:
+        defn = pythons.with_python(defn, pythons.minor(python) or python, f"--python {python}")
     client = containers.engine()
     started = time.monotonic()
     with _progress(f"build {defn.name}") as progress:

@@ -24,8 +24,9 @@ from patchheal.harness import composefile, containers, images, sandbox, services
 from patchheal.harness.base import OutputSink
 from patchheal.harness.config import HarnessDef
 from patchheal.harness.docker import COLLECTORS_MOUNT, RESULTS_MOUNT, DockerHarness
+from patchheal.harness.hostdirs import collectors_source
 from patchheal.harness.images import Say
-from patchheal.harness.results import COLLECTORS, ResultsChannel
+from patchheal.harness.results import ResultsChannel
 from patchheal.models import CommandResult
 
 if TYPE_CHECKING:
@@ -186,7 +187,7 @@ class ComposeHarness:
             labels=containers.owner_labels(self.job_id, "step", worktree=str(worktree)),
             host_mounts=images.host_mounts(self.client, image),
             extra_mounts=(
-                (str(COLLECTORS), COLLECTORS_MOUNT, True),
+                (str(collectors_source()), COLLECTORS_MOUNT, True),
                 (str(channel.host_dir), in_box, False),
             ),
         )

@@ -177,6 +177,12 @@ class HarnessDef(_Def):
     env_passthrough: tuple[str, ...] = Field(
         (), description="host variables passed through by name"
     )
+    pythons: dict[str, str] = Field(
+        default_factory=dict,
+        description="Python version ('3.9') -> the Debian suite whose python3 it is "
+        "('bullseye'): the Pythons a job may choose (`[job] python`), each image built "
+        "offline from its suite; the one of [image] suite is the default",
+    )
     path: Path | None = Field(None, exclude=True, description="the folder it was loaded from")
 
     @field_validator("name")
@@ -184,6 +190,16 @@ class HarnessDef(_Def):
     def _name_form(cls, value: str) -> str:
         if not _NAME.match(value):
             raise ValueError("must be lower-case letters, digits, '.', '_' or '-' (max 64)")
+        return value
+
+    @field_validator("pythons")
+    @classmethod
+    def _pythons_form(cls, value: dict[str, str]) -> dict[str, str]:
+        for version, suite in value.items():
+            if not re.fullmatch(r"3\.\d{1,2}", version) or not re.fullmatch(
+                r"[a-z][a-z0-9-]*", suite
+            ):
+                raise ValueError(f"{version!r} = {suite!r}: want '3.N' = 'debian-suite'")
         return value
 
     @model_validator(mode="after")

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from patchheal.errors import DependencySetupError, HarnessError
-from patchheal.harness import containers, images, sandbox, wheelhouse
+from patchheal.harness import containers, hostdirs, images, sandbox, wheelhouse
 from patchheal.harness.config import HarnessDef
 from patchheal.harness.images import Say
 
@@ -50,7 +50,9 @@ inside = os.path.realpath(sys.prefix) + os.sep
 for dist in md.distributions():
     if os.path.realpath(str(dist.locate_file(""))).startswith(inside):
         continue
-    for ep in dist.entry_points.select(group="console_scripts"):
+    eps = dist.entry_points  # a plain list before Python 3.10 (no .select)
+    scripts = [ep for ep in eps if ep.group == "console_scripts"]
+    for ep in scripts:
         target = os.path.join(sys.prefix, "bin", ep.name)
         if "/" in ep.name or not ep.attr or os.path.lexists(target):
             continue
@@ -60,8 +62,15 @@ for dist in md.distributions():
             out.write(text)
         os.chmod(target, 0o755)
 """
-WHEELHOUSE = "/opt/patchheal/wheelhouse"
-NPM_CACHE = "/opt/patchheal/npm-cache"
+# A venv pip older than 22.2 (bullseye's 20.3.4) is upgraded from the wheelhouse, where
+# the host put one (`wheelhouse.MODERN_PIP`): CI's setup-python has a recent pip, and
+# editable installs of pyproject-only projects (PEP 660) need one.
+_MODERN_PIP = (
+    "{venv}/bin/python -m pip install --help | grep -q -- --report || "
+    f"{{venv}}/bin/python -m pip install --quiet --upgrade '{wheelhouse.MODERN_PIP}'"
+)
+WHEELHOUSE = hostdirs.WHEELHOUSE
+NPM_CACHE = hostdirs.NPM_CACHE
 DEPENDENCY_GLOBS = (
     "pyproject.toml",
     "setup.cfg",
@@ -217,6 +226,7 @@ def _setup_in(
     run(["sh", "-c", f"mkdir -p /opt/patchheal && chown {user} /opt/patchheal"], "prep", "0:0")
     if defn.deps.kind == "pip":
         run(["python3", "-m", "venv", "--system-site-packages", sandbox.VENV], "venv")
+        run(["/bin/sh", "-c", _MODERN_PIP.format(venv=sandbox.VENV)], "a pip as new as CI's")
     if defn.deps.kind == "npm":
         _npm_install(run, defn.sandbox.workdir)
     for command in commands:

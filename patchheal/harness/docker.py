@@ -25,8 +25,9 @@ from typing import TYPE_CHECKING
 from patchheal.harness import containers, deps, images, leftovers, sandbox
 from patchheal.harness.base import OutputSink
 from patchheal.harness.config import HarnessDef
+from patchheal.harness.hostdirs import collectors_source
 from patchheal.harness.images import Say
-from patchheal.harness.results import COLLECTORS, ResultsChannel
+from patchheal.harness.results import ResultsChannel
 from patchheal.harness.session import SandboxSession
 from patchheal.harness.sources import CommittedSources
 from patchheal.models import CommandResult
@@ -185,7 +186,7 @@ class DockerHarness:
             labels=containers.owner_labels(self.job_id, purpose, worktree=str(worktree)),
             host_mounts=images.host_mounts(self.client, image),
             extra_mounts=(
-                (str(COLLECTORS), COLLECTORS_MOUNT, True),
+                (str(collectors_source()), COLLECTORS_MOUNT, True),
                 (str(results_root), RESULTS_MOUNT, False),
             ),
         )

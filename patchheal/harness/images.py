@@ -48,8 +48,15 @@ def cache_dir() -> Path:
     """Where patchheal keeps wheelhouses, npm caches and locks."""
     if explicit := os.environ.get("PATCHHEAL_CACHE_DIR"):
         return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "patchheal"
+    if xdg := os.environ.get("XDG_CACHE_HOME"):
+        return Path(xdg) / "patchheal"
+    try:
+        home = Path("~").expanduser()
+    except RuntimeError:  # no HOME and no passwd entry (a bare `docker run -u 1234`)
+        home = Path()
+    if not home.is_absolute():
+        return Path(tempfile.gettempdir()) / f"patchheal-cache-{os.getuid()}"
+    return home / ".cache" / "patchheal"
 
 
 @contextlib.contextmanager

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from patchheal.errors import HarnessError
-from patchheal.harness import containers, images, sandbox
+from patchheal.harness import containers, hostdirs, images, sandbox
 from patchheal.harness.config import HarnessDef
 
 if TYPE_CHECKING:
@@ -41,6 +41,17 @@ for text in meta.get("requires_dist", []):
 """
 
 
+# The image's pip when it can write a report, else the newer one the host put in the
+# wheelhouse, unpacked into /tmp (run from its zip, pip is three times slower) and
+# allowed its bytecode: each of pip's subprocesses would compile it all again.
+_PIP_CHOICE = (
+    'PIP="python3 -m pip"; python3 -m pip install --help 2>/dev/null | grep -q -- --report || '
+    f'{{ python3 -m zipfile -e "$(ls {hostdirs.WHEELHOUSE}/pip-*.whl | sort -V | tail -n 1)" '
+    "/tmp/patchheal-pip && "
+    'PIP="env -u PYTHONDONTWRITEBYTECODE PYTHONPATH=/tmp/patchheal-pip python3 -m pip"; }'
+)
+
+
 def dynamic_requirements(
     client: DockerClient,
     defn: HarnessDef,
@@ -56,8 +67,9 @@ def dynamic_requirements(
         user = sandbox.resolve_user(defn, copy)
         sandbox.make_writable(copy, user)
         pip = (
-            "python3 -m pip install --break-system-packages --no-deps --dry-run --quiet "
-            f"--no-index --find-links {shlex.quote(str(wheelhouse))} "
+            f"{_PIP_CHOICE} && "
+            "$PIP install --break-system-packages --no-deps --dry-run --quiet "
+            f"--no-index --find-links {hostdirs.WHEELHOUSE} "
             "--report /tmp/patchheal-report.json . && "
             f"python3 -c {shlex.quote(_READ_REPORT)} {' '.join(map(shlex.quote, extras))}"
         )
@@ -70,7 +82,10 @@ def dynamic_requirements(
             user=user,
             env=sandbox.environment(defn, ()),
             labels=containers.owner_labels("metadata", purpose),
-            host_mounts=[*images.host_mounts(client, image), str(wheelhouse)],
+            host_mounts=images.host_mounts(client, image),
+            # At a container path: the host path may be under a home the sandbox user
+            # cannot traverse (root's 0700 /root, which the image has too).
+            extra_mounts=((str(wheelhouse), hostdirs.WHEELHOUSE, True),),
             network="none",
             wall_limit=600,
         )

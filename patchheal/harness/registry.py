@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from patchheal.errors import InfraUnavailable, SpecError
-from patchheal.harness import inference
+from patchheal.harness import inference, pythons
 from patchheal.harness.config import HarnessDef
 from patchheal.harness.definitions import list_harnesses, load_harness
 
@@ -42,8 +42,12 @@ def resolve(job: JobSpec, repo: Path) -> tuple[HarnessDef | None, str]:
         return None, "the job names harness = 'local' (host process, no isolation)"
     if wanted == "auto":
         name, why = infer(repo, job.job.base, job.job.last_green)
-        return load_harness(name, repo), why
-    return load_harness(wanted, repo), f"the job names harness = {wanted!r}"
+    else:
+        name, why = wanted, f"the job names harness = {wanted!r}"
+    defn, python = pythons.choose(
+        load_harness(name, repo), repo, job.job.base, job.job.python, job.job.python_from_workflow
+    )
+    return defn, f"{why}; {python}" if python else why
 
 
 def docker_reachable() -> bool:

@@ -42,7 +42,7 @@ class CommittedSources:
         proc.git("archive", "--format=tar", f"--output={archive}", commit, cwd=worktree)
         target.mkdir()
         with tarfile.open(archive) as tar:
-            tar.extractall(target, filter="data")
+            _extract(tar, target)
         archive.unlink()
         _as_repository(target, worktree, commit)
         return target
@@ -52,6 +52,23 @@ class CommittedSources:
             shutil.rmtree(self._root, ignore_errors=True)
             self._root = None
             self._exports.clear()
+
+
+def _extract(tar: tarfile.TarFile, target: Path) -> None:
+    """Extract `git archive`'s tarball with the 'data' filter, or, on a Python older than
+    the filter (Debian bookworm's 3.11.2), its members that stay inside `target`: a git
+    tree cannot hold a path under one of its own symlinks, so no member is written through one."""
+    if hasattr(tarfile, "data_filter"):
+        tar.extractall(target, filter="data")
+        return
+    inside = [
+        member
+        for member in tar.getmembers()
+        if (member.isfile() or member.isdir() or member.issym())
+        and not member.name.startswith("/")
+        and ".." not in Path(member.name).parts
+    ]
+    tar.extractall(target, members=inside)
 
 
 def _as_repository(target: Path, worktree: Path, commit: str) -> None:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from patchheal import proc
 from patchheal.atomic import atomic_write
 from patchheal.errors import DependencySetupError, HarnessError
-from patchheal.harness import containers, images, metadata
+from patchheal.harness import containers, hostdirs, images, metadata
 from patchheal.harness.config import HarnessDef
 from patchheal.harness.images import Say
 
@@ -77,6 +77,7 @@ _KEEP_WITH_VALUE = {
     "--trusted-host",
 }
 _DEFAULT_BUILD = ("setuptools>=40.8.0", "wheel")
+MODERN_PIP = "pip>=22.2"
 
 
 def pip_install_args(commands: Sequence[str]) -> list[list[str]]:
@@ -332,8 +333,15 @@ def fill(
     version = container_python(client, image)
     house = images.cache_dir() / "wheelhouse" / f"cp{version.replace('.', '')}"
     house.mkdir(parents=True, exist_ok=True)
+    # pip writes with the host's umask (077 makes its wheels 0600): a container user
+    # other than the owner must read them.
+    hostdirs.share_readable(house)
     installs = [expand_requirement_files(a, worktree) for a in pip_install_args(commands)]
     builds = [build_requirements(a, worktree, version) for a in installs]
+    if tuple(map(int, version.split("."))) < (3, 11):
+        # Debian's pip before bookworm (bullseye: 20.3.4) has no `--dry-run --report` (the
+        # metadata sandbox) nor PEP 660 editables, which CI's setup-python pip has.
+        builds.append([MODERN_PIP])
     _download(house, version, builds, worktree, say)
     wanted = [host_paths(download_args(a, worktree, version), defn) for a in installs]
     _download(house, version, wanted, worktree, say)
@@ -376,6 +384,7 @@ def _download(house: Path, version: str, wanted: list[list[str]], worktree: Path
                 raise DependencySetupError.from_pip(
                     "pip download for the dependency wheelhouse failed", result.output
                 )
+        hostdirs.share_readable(house)
 
 
 def _names_something(args: Sequence[str]) -> bool:
@@ -419,4 +428,5 @@ def fill_npm(worktree: Path, say: Say, *, offline: bool) -> Path:
         result = proc.run(argv, cwd=tmp, timeout=1800)
         if not result.passed:
             raise HarnessError(f"npm {verb} on the host failed:\n{result.output[-3000:]}")
+    hostdirs.share_readable(cache)
     return cache

@@ -70,6 +70,7 @@ class DerivedJob:
     steps: list[WorkflowStep]
     passthrough: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    python: str | None = None  # setup-python's python-version, expanded
 
     def spec_fragment(self) -> dict[str, Any]:
         """The raw `[job]`/`[[steps]]` keys this derivation supplies."""
@@ -118,13 +119,14 @@ def derive(
     raw_steps = body.get("steps")
     if not isinstance(raw_steps, list) or not raw_steps:
         raise SpecError(f"job {job!r} in {path} has no steps")
-    harness, parsed = "generic", []
+    harness, parsed, python = "generic", [], None
     for index, raw in enumerate(raw_steps, start=1):
         if not isinstance(raw, dict):
             raise SpecError(f"job {job!r} step {index} in {path} is not a mapping")
         name = str(raw.get("name") or raw.get("uses") or _first_line(raw.get("run")))
         if "uses" in raw:
             harness = _action(str(raw["uses"]), raw.get("with") or {}, chosen, harness, notes)
+            python = _setup_python(str(raw["uses"]), raw.get("with") or {}, chosen) or python
             parsed.append(WorkflowStep(index, name, None, str(raw["uses"])))
             continue
         if "run" not in raw:
@@ -155,7 +157,17 @@ def derive(
         steps=parsed,
         passthrough=sorted(set(passthrough)),
         notes=notes,
+        python=python,
     )
+
+
+def _setup_python(uses: str, with_: dict[str, Any], matrix: dict[str, str]) -> str | None:
+    """The python-version an `actions/setup-python` step asks for (the harness offers it
+    or refuses it: `pythons.py`)."""
+    if _action_name(uses) != "actions/setup-python":
+        return None
+    wanted = _expand(str(with_.get("python-version", "")), {"matrix": matrix}, [], [])
+    return wanted or None
 
 
 def _not_translated(body: dict[str, Any], notes: list[str]) -> None:
@@ -293,7 +305,11 @@ def _action(
         if name == action:
             wanted = _expand(str(with_.get(key, "")), {"matrix": matrix}, [], notes)
             provided = HARNESS_VERSIONS[kind]
-            if wanted and not (wanted == provided or wanted.startswith(provided + ".")):
+            if (
+                kind == "node"
+                and wanted
+                and not (wanted == provided or wanted.startswith(provided + "."))
+            ):
                 notes.append(
                     f"{uses} asks for {key} {wanted}; the {kind} harness provides {provided} "
                     f"(Debian bookworm): a harnesses/{kind}/ in the repository overrides it"

@@ -1,0 +1,71 @@
+"""The python harness runs a step on the Python the job chooses (issue 26, item 2)."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from typing import Any
+
+import pytest
+from harness_support import engine
+
+from patchheal.harness import images, pythons
+from patchheal.harness.definitions import load_harness
+from patchheal.harness.docker import DockerHarness
+from patchheal.workspace.worktrees import JobWorkspace
+
+__all__ = ["engine"]
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_a_job_on_python_3_9_runs_its_step_on_debian_bullseyes_3_9(
+    engine: Any, make_repo: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Invariant: `python = "3.9"` gives a harness whose image (built offline from
+    bullseye, or reused by its content tag) runs the step, after a real dependency setup
+    (venv, console scripts), on Python 3.9 — not the default 3.11."""
+    defn, why = pythons.choose(load_harness("python"), make_repo({"a.py": ""}), "main", "3.9")
+    assert defn.image.suite == "bullseye", why
+    started = time.monotonic()
+    image = images.ensure_image(engine, defn)
+    with capsys.disabled():
+        print(f"\n3.9 image {image}: ready in {time.monotonic() - started:.1f} s")
+    # Dynamic metadata read by the build backend in the metadata sandbox, then an
+    # editable install: both need a pip newer than bullseye's 20.3.4.
+    repo = make_repo(
+        {
+            "pyproject.toml": '[build-system]\nrequires = ["setuptools>=61", "wheel"]\n'
+            'build-backend = "setuptools.build_meta"\n',
+            "setup.py": "from setuptools import setup\n"
+            "setup(name='old', version=open('VERSION').read().strip(), py_modules=['old'],\n"
+            "      python_requires='>=3.8')\n",
+            "VERSION": "1.0\n",
+            "old.py": "def f():\n    return 1\n",
+        }
+    )
+    workspace = JobWorkspace(repo, "main", f"py39-{os.getpid()}")
+    workspace.open()
+    tree = workspace.worktree("verify")
+    setup = [f"pip install -e . && echo {uuid.uuid4().hex}"]
+    h = DockerHarness(defn, job_id=workspace.job_id, setup=setup)
+    try:
+        h.prepare(tree)
+        version = h.run("python --version", tree, timeout=120, idle_timeout=120)
+        assert version.exit_code == 0, version.output
+        assert version.output.split()[-1].startswith("3.9."), version.output
+        # The project's code imports in the venv on that Python (pytest runs are the
+        # collectors' matter: bullseye's pytest is 6.0, see the compat work).
+        code = h.run(
+            "cd /tmp && python -c 'import importlib.metadata as m, old, sys; "
+            'print(old.f(), m.version("old"), sys.version_info[:2])\'',
+            tree,
+            timeout=120,
+            idle_timeout=120,
+        )
+        assert "1 1.0 (3, 9)" in code.output, code.output
+        images.remove_image(h.client, h.run_image(tree))
+    finally:
+        h.close()
+        workspace.destroy()
