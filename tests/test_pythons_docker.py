@@ -43,6 +43,8 @@ def test_a_job_on_python_3_9_runs_its_step_on_debian_bullseyes_3_9(
             "      python_requires='>=3.8')\n",
             "VERSION": "1.0\n",
             "old.py": "def f():\n    return 1\n",
+            "test_old.py": "from old import f\n\n\ndef test_f():\n    assert f() == 1\n\n\n"
+            "def test_g():\n    assert f() == 2\n",
         }
     )
     workspace = JobWorkspace(repo, "main", f"py39-{os.getpid()}")
@@ -55,8 +57,7 @@ def test_a_job_on_python_3_9_runs_its_step_on_debian_bullseyes_3_9(
         version = h.run("python --version", tree, timeout=120, idle_timeout=120)
         assert version.exit_code == 0, version.output
         assert version.output.split()[-1].startswith("3.9."), version.output
-        # The project's code imports in the venv on that Python (pytest runs are the
-        # collectors' matter: bullseye's pytest is 6.0, see the compat work).
+        # The project's code imports in the venv on that Python.
         code = h.run(
             "cd /tmp && python -c 'import importlib.metadata as m, old, sys; "
             'print(old.f(), m.version("old"), sys.version_info[:2])\'',
@@ -65,6 +66,16 @@ def test_a_job_on_python_3_9_runs_its_step_on_debian_bullseyes_3_9(
             idle_timeout=120,
         )
         assert "1 1.0 (3, 9)" in code.output, code.output
+        # And its tests run under bullseye's pytest (6.0, no config.rootpath) with the
+        # collectors loaded: outcomes by id, as on the default Python.
+        tests = h.run("python -m pytest -q test_old.py", tree, timeout=120, idle_timeout=120)
+        assert tests.exit_code == 1, tests.output
+        assert tests.tests is not None, tests.output
+        assert tests.tests.outcomes == {
+            "test_old.py::test_f": "passed",
+            "test_old.py::test_g": "failed",
+        }, tests.output
+        assert not tests.tests.collector_errors, tests.tests.collector_errors
         images.remove_image(h.client, h.run_image(tree))
     finally:
         h.close()
