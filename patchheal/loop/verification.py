@@ -22,6 +22,7 @@ from patchheal.models import CommandResult, Failure, Outcome, Verdict
 from patchheal.verdict.airflow import check_tasks
 from patchheal.verdict.environment import environmental
 from patchheal.verdict.judge import judge, worse
+from patchheal.workspace import tracked
 
 _NOT_JUDGED = "not judged: the environment failed, not the patch"
 
@@ -61,6 +62,7 @@ def verify(
     log = ""
     passed: Verdict | None = None
     for run in range(1, runs + 1):
+        before = tracked.snapshot(tree)
         try:
             result = _run(harness, step.command, tree, budget, step.results)
         except HarnessError as exc:
@@ -71,6 +73,10 @@ def verify(
         verdict = judge(result, baseline=baseline, expected_tests=failure.failing_tests)
         if failure.source == "airflow":  # `tasks test` exits 0 for a skipped task
             verdict = check_tasks(verdict, result.output, failure.failing_tests, result.tests)
+        touched = tracked.touched(before, tree, step.results)  # another tree was judged
+        if touched:
+            bad = Outcome.REJECTED_TRIPWIRE if verdict.passed else Outcome.NO_EFFECT
+            return bad, tracked.tainted_reason(touched, f"verification run {run}"), log
         unjudged = "" if verdict.passed else environmental(result, tree)
         if unjudged:
             # Not the patch's verdict: recorded so, its claim is released (never poisoned).
@@ -131,11 +137,15 @@ def _regression(
     baseline: Verdict | None,
 ) -> tuple[Outcome | None, str, str]:
     """What went wrong in the regression steps (None: they did not get worse), why, their log."""
+    before = tracked.snapshot(tree)
     try:
         result = _run(harness, command, tree, budget, None)
     except HarnessError as exc:  # as transient as in the failing step: never a job error
         return Outcome.HARNESS_ERROR, f"harness error in the regression steps: {exc}", ""
     log = f"\n$ {command}\n{result.output}"
+    touched = tracked.touched(before, tree)
+    if touched:  # the tree that would be committed is not the one the candidate made
+        return Outcome.REJECTED_TRIPWIRE, tracked.tainted_reason(touched, "the regression steps"), log
     if result.timed_out is not None:
         return Outcome.TIMEOUT, f"regression steps: {result.timed_out} timeout", log
     verdict = judge_regression(result, tree, baseline)
