@@ -50,9 +50,9 @@ def git_file(worktree: Path) -> Path | None:
 def restore(marker: Path, text: str) -> None:
     """`marker` as a regular file holding `text`; left alone when it already is (rewriting it
     would detach the read-only mount a live session holds over it)."""
-    if marker.is_file() and not marker.is_symlink():
-        if marker.read_text(encoding="utf-8", errors="replace") == text:
-            return
+    regular = marker.is_file() and not marker.is_symlink()
+    if regular and marker.read_text(encoding="utf-8", errors="replace") == text:
+        return
     if marker.is_dir() and not marker.is_symlink():
         import shutil
 

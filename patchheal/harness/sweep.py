@@ -14,8 +14,9 @@ processes cannot stop an exec they are not part of):
   the run as a harness error;
 - `/tmp` (also the step's HOME), `/dev/shm` and `/dev/mqueue` are emptied,
   directories made writable first (a 0555 or 0000 directory defeats
-  `find -delete` on its own), and checked empty; System V IPC objects of the
-  user are removed where `ipcrm` exists.
+  `find -delete` on its own), and checked: nothing the user owns is left
+  (the engine's own mount points of same-path mounts, root's, stay); System V
+  IPC objects of the user are removed where `ipcrm` exists.
 
 The sweep's exit code is the host's signal; nothing a step prints counts.
 """
@@ -44,7 +45,7 @@ left() {{
 n=0
 while kill -9 -1 2>/dev/null; left; do
   n=$((n + 1))
-  if [ "$n" -gt 200 ]; then echo "a process of the step's user outlived its run"; exit {SURVIVED}; fi
+  if [ "$n" -gt 200 ]; then echo "a process of the user outlived its run"; exit {SURVIVED}; fi
   sleep 0.01 2>/dev/null || sleep 1
 done
 command -v ipcrm >/dev/null 2>&1 && ipcrm --all 2>/dev/null
@@ -54,7 +55,9 @@ for dir in /tmp /dev/shm /dev/mqueue; do
     [ -e "$entry" ] || [ -L "$entry" ] || continue
     [ -d "$entry" ] && [ ! -L "$entry" ] && chmod -R u+rwx "$entry" 2>/dev/null
     rm -rf "$entry" 2>/dev/null
-    if [ -e "$entry" ] || [ -L "$entry" ]; then echo "$entry is left after the cleanup"; exit {NOT_EMPTY}; fi
+    # What the engine made (root's mount points of same-path mounts) stays; nothing of the user's.
+    found=$(find "$entry" -uid "$me" -print -quit 2>/dev/null)
+    if [ -n "$found" ]; then echo "$found is left after the cleanup"; exit {NOT_EMPTY}; fi
   done
 done
 exit 0

@@ -75,8 +75,8 @@ def verify(
             verdict = check_tasks(verdict, result.output, failure.failing_tests, result.tests)
         touched = tracked.touched(before, tree, step.results)  # another tree was judged
         if touched:
-            bad = Outcome.REJECTED_TRIPWIRE if verdict.passed else Outcome.NO_EFFECT
-            return bad, tracked.tainted_reason(touched, f"verification run {run}"), log
+            refused = Outcome.REJECTED_TRIPWIRE if verdict.passed else Outcome.NO_EFFECT
+            return refused, tracked.tainted_reason(touched, f"verification run {run}"), log
         unjudged = "" if verdict.passed else environmental(result, tree)
         if unjudged:
             # Not the patch's verdict: recorded so, its claim is released (never poisoned).
@@ -145,7 +145,8 @@ def _regression(
     log = f"\n$ {command}\n{result.output}"
     touched = tracked.touched(before, tree)
     if touched:  # the tree that would be committed is not the one the candidate made
-        return Outcome.REJECTED_TRIPWIRE, tracked.tainted_reason(touched, "the regression steps"), log
+        why = tracked.tainted_reason(touched, "the regression steps")
+        return Outcome.REJECTED_TRIPWIRE, why, log
     if result.timed_out is not None:
         return Outcome.TIMEOUT, f"regression steps: {result.timed_out} timeout", log
     verdict = judge_regression(result, tree, baseline)

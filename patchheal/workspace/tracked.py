@@ -28,7 +28,8 @@ TrackedState = dict[str, str]
 def _changed_paths(tree: Path) -> list[str] | None:
     """Tracked paths whose working-tree state differs from HEAD (deleted ones included);
     None when `tree` is no git worktree (an ad-hoc directory: nothing is tracked)."""
-    done = proc.git("diff", "--name-only", "-z", "--no-renames", "HEAD", "--", cwd=tree, check=False)
+    argv = ("diff", "--name-only", "-z", "--no-renames", "HEAD", "--")
+    done = proc.git(*argv, cwd=tree, check=False)
     if done.exit_code != 0:
         return None
     return [name for name in done.output.split("\0") if name]
