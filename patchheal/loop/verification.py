@@ -39,6 +39,22 @@ def _run(
     )
 
 
+def _run_watched(
+    harness: Harness, command: str, tree: Path, budget: BudgetSpec, results: str | None
+) -> tuple[CommandResult, list[str]]:
+    """A run, and the tracked files it changed besides its declared `results` (issue 25)."""
+    before = tracked.snapshot(tree)
+    result = _run(harness, command, tree, budget, results)
+    return result, tracked.touched(before, tree, results)
+
+
+def _tainted(touched: list[str], passed: bool, run: str) -> tuple[Outcome, str]:
+    """A run that changed tracked files judged another tree: never `fixed`. Passing, it is
+    the candidate's code tampering with the run; failing, it is no effect either way."""
+    outcome = Outcome.REJECTED_TRIPWIRE if passed else Outcome.NO_EFFECT
+    return outcome, tracked.tainted_reason(touched, run)
+
+
 def _timeout(result: CommandResult, budget: BudgetSpec) -> str:
     limit = (
         budget.idle_timeout_seconds if result.timed_out == "idle" else budget.step_timeout_seconds
@@ -62,9 +78,8 @@ def verify(
     log = ""
     passed: Verdict | None = None
     for run in range(1, runs + 1):
-        before = tracked.snapshot(tree)
         try:
-            result = _run(harness, step.command, tree, budget, step.results)
+            result, touched = _run_watched(harness, step.command, tree, budget, step.results)
         except HarnessError as exc:
             return Outcome.HARNESS_ERROR, f"harness error: {exc}", log
         log += f"$ {step.command}  (verification run {run} of {runs})\n{result.output}"
@@ -73,10 +88,8 @@ def verify(
         verdict = judge(result, baseline=baseline, expected_tests=failure.failing_tests)
         if failure.source == "airflow":  # `tasks test` exits 0 for a skipped task
             verdict = check_tasks(verdict, result.output, failure.failing_tests, result.tests)
-        touched = tracked.touched(before, tree, step.results)  # another tree was judged
-        if touched:
-            refused = Outcome.REJECTED_TRIPWIRE if verdict.passed else Outcome.NO_EFFECT
-            return refused, tracked.tainted_reason(touched, f"verification run {run}"), log
+        if touched:  # the run judged another tree than the candidate's
+            return (*_tainted(touched, verdict.passed, f"verification run {run}"), log)
         unjudged = "" if verdict.passed else environmental(result, tree)
         if unjudged:
             # Not the patch's verdict: recorded so, its claim is released (never poisoned).
@@ -137,16 +150,13 @@ def _regression(
     baseline: Verdict | None,
 ) -> tuple[Outcome | None, str, str]:
     """What went wrong in the regression steps (None: they did not get worse), why, their log."""
-    before = tracked.snapshot(tree)
     try:
-        result = _run(harness, command, tree, budget, None)
+        result, touched = _run_watched(harness, command, tree, budget, None)
     except HarnessError as exc:  # as transient as in the failing step: never a job error
         return Outcome.HARNESS_ERROR, f"harness error in the regression steps: {exc}", ""
     log = f"\n$ {command}\n{result.output}"
-    touched = tracked.touched(before, tree)
     if touched:  # the tree that would be committed is not the one the candidate made
-        why = tracked.tainted_reason(touched, "the regression steps")
-        return Outcome.REJECTED_TRIPWIRE, why, log
+        return (*_tainted(touched, True, "the regression steps"), log)
     if result.timed_out is not None:
         return Outcome.TIMEOUT, f"regression steps: {result.timed_out} timeout", log
     verdict = judge_regression(result, tree, baseline)
