@@ -82,9 +82,7 @@ def test_h1_a_rewritten_git_file_mounts_no_host_directory(tmp_path: Path) -> Non
     (home / ".ssh").mkdir(parents=True)
     key = "-----BEGIN PROBE KEY-----ZmFrZS1rZXk=-----END PROBE KEY-----\n"
     (home / ".ssh" / "id_rsa").write_text(key)
-    done, _ = heal(
-        tmp_path, "H1", ["H1-gitfile.patch"], {"/tmp/probe/uid1000-home": str(home)}
-    )
+    done, _ = heal(tmp_path, "H1", ["H1-gitfile.patch"], {"/tmp/probe/uid1000-home": str(home)})
     assert "VISIBLE [" not in done.stdout + done.stderr  # the probe's "I can see it" line
     decimal = " ".join(str(ord(c)) for c in key[:12])
     for path in [tmp_path / "store.sqlite3", *(tmp_path / "reports").rglob("*"),
@@ -92,7 +90,8 @@ def test_h1_a_rewritten_git_file_mounts_no_host_directory(tmp_path: Path) -> Non
         if path.is_file():
             data = path.read_bytes()
             # (the patch itself, which says VISIBLE, is stored: look for the key's bytes)
-            assert decimal.encode() not in data and b"ZmFrZS1rZXk" not in data, path
+            assert decimal.encode() not in data, path
+            assert b"ZmFrZS1rZXk" not in data, path
     shutil.rmtree(home)
     [attempt] = attempts(tmp_path)
     assert attempt.outcome.value != "fixed", attempt.reason
