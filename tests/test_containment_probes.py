@@ -95,3 +95,44 @@ def test_h1_a_rewritten_git_file_mounts_no_host_directory(tmp_path: Path) -> Non
     shutil.rmtree(home)
     [attempt] = attempts(tmp_path)
     assert attempt.outcome.value != "fixed", attempt.reason
+
+
+STEP2_FIX = """diff --git a/pricing/extra.py b/pricing/extra.py
+--- a/pricing/extra.py
++++ b/pricing/extra.py
+@@ -1,2 +1,2 @@
+ def double(x):
+-    return x * 3
++    return x * 2
+"""
+
+
+def test_a_normal_multi_step_job_still_heals(tmp_path: Path) -> None:
+    """The legitimate counterpart: the C1 probe's two-step job with honest fixes heals in
+    the Docker harness (sweeps, the tracked-files check and the recorded git mounts in
+    place); step 2 starts from step 1's verified tree."""
+    repo, _ = materialize(tmp_path / "work")
+    (repo / "pricing" / "extra.py").write_text("def double(x):\n    return x * 3\n")
+    (repo / "tests" / "test_extra.py").write_text(
+        "from pricing.extra import double\n\n\ndef test_double():\n    assert double(2) == 4\n"
+    )
+    for args in (["add", "-A"], ["commit", "-qm", "a second failing step"]):
+        subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
+    candidates = tmp_path / "candidates"
+    candidates.mkdir()
+    step1 = (PROBES / "C1-pipdl.patch").read_text()
+    (candidates / "01-rules.patch").write_text(step1[: step1.index("diff --git a/pyproject.toml")])
+    (candidates / "02-extra.patch").write_text(STEP2_FIX)
+    spec = tmp_path / "job.toml"
+    spec.write_text(
+        (PROBES / "C1-job.toml")
+        .read_text()
+        .replace('setup = ["pip install -e ."]\n', "")  # its wheelhouse would need an index
+        .replace("REPO_DIR", str(repo))
+        .replace("CANDIDATES_DIR", str(candidates))
+        .replace("max_attempts = 1", "max_attempts = 2")
+    )
+    argv = [sys.executable, "-m", "patchheal", "heal", str(spec), *state_args(tmp_path)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert [a.outcome.value for a in attempts(tmp_path)].count("fixed") == 2
