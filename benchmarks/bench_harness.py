@@ -11,7 +11,8 @@ into noise). Measured in the same run, medians of N repetitions:
                with the images already built;
 - docker warm: later attempts of the same harness (what every attempt after
                the first costs);
-- docker `true`: a warm attempt of a no-op command: the pure per-attempt cost.
+- docker `true`: a warm attempt of a no-op command: the pure per-attempt cost
+               (the run's exec and the sweep exec that ends every run, issue 25).
 
 One-time costs are reported on their own: the base image build from nothing
 (mmdebstrap + import + health check, under a throwaway tag) and the dependency
@@ -84,6 +85,9 @@ def phases(h: DockerHarness, tree: Path) -> dict[str, float]:
     t = time.perf_counter()
     api.exec_inspect(exec_id["Id"])
     out["exec inspect (exit code)"] = time.perf_counter() - t
+    t = time.perf_counter()
+    box.session._sweep()
+    out["sweep exec (end of run: kill, check, empty /tmp, /dev/shm)"] = time.perf_counter() - t
     return out
 
 

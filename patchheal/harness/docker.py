@@ -5,7 +5,8 @@ answers) and the dependency image once per dependency fingerprint. `run`
 execs the step in the worktree's sandbox session (`session.py`): one
 container per worktree, started on the first run and kept while the image,
 the sandbox settings and the worktree directory stay the same, scrubbed
-before every run (no process of the step's user left, /tmp empty), with the
+before every run and swept after it (no process of the step's user left,
+/tmp and /dev/shm empty: `sweep.py`), with the
 worktree bind-mounted at the harness's workdir. The step's output is
 streamed, a wall or idle timeout kills it from outside, and the container is
 removed when the harness closes or its owner dies.

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from patchheal.harness import gitmeta
 from patchheal.harness.base import DETERMINISTIC_ENV
 from patchheal.harness.config import HarnessDef
 from patchheal.harness.rootfs import SANDBOX_UID
@@ -100,35 +101,30 @@ def environment(
 
 
 def git_metadata_dirs(worktree: Path) -> list[str]:
-    """The git directories a worktree's `.git` file points to, for read-only mounts.
+    """The git directories of a job worktree, for read-only mounts.
 
     Steps that call git (`git describe` for a version, `git diff` in a lint)
-    must see the repository; the worktree's `.git` is a file naming an
-    absolute path in the job's private repository, so that repository is
-    mounted read-only at the same path. It holds only the base commit and
-    patchheal's own commits (see workspace.py), so nothing later leaks in.
+    must see the repository; the worktree's `.git` names the job's private
+    repository, so that repository is mounted read-only at the same path. It
+    holds only the base commit and patchheal's own commits (see workspace.py),
+    so nothing later leaks in. Found from patchheal's records (`gitmeta`),
+    never from the worktree's `.git`, which a step may have rewritten.
     """
-    marker = worktree / ".git"
-    if not marker.is_file():
-        return []
-    gitdir = Path(
-        marker.read_text(encoding="utf-8", errors="replace").partition("gitdir:")[2].strip()
-    )
-    common = gitdir / "commondir"
-    root = (gitdir / common.read_text().strip()).resolve() if common.is_file() else gitdir
-    return [str(root)] if root.is_dir() else []
+    found = gitmeta.recorded(worktree)
+    return [] if found is None or not found[1].is_dir() else [str(found[1])]
 
 
 def git_file_mount(worktree: Path, workdir: str) -> list[Any]:
-    """The worktree's `.git` file bound read-only over itself (a mount point cannot
-    be rewritten, renamed or removed), so a step cannot redirect git to a repository
-    it made; host git does not trust it either (`proc.git_location`)."""
+    """A `.git` file written from patchheal's records, bound read-only over the worktree's
+    (a mount point cannot be rewritten, renamed or removed from inside), so a step
+    cannot redirect git to a repository it made; host git does not trust it either
+    (`proc.git_location`)."""
     from docker.types import Mount
 
-    marker = worktree / ".git"
-    if not marker.is_file() or marker.is_symlink():
+    source = gitmeta.git_file(worktree)
+    if source is None:
         return []
-    return [Mount(target=f"{workdir}/.git", source=str(marker), type="bind", read_only=True)]
+    return [Mount(target=f"{workdir}/.git", source=str(source), type="bind", read_only=True)]
 
 
 # Git refuses a repository owned by another user unless told it is safe; the

@@ -6,7 +6,10 @@ guarantees of a fresh container for every run:
 
 - before each run every process of the step's user is killed and /tmp is
   emptied, as that user, so nothing of the previous run is left (the
-  container's own main process runs as another user, out of its reach);
+  container's own main process runs as another user, out of its reach); and
+  after each run, in an exec of its own, the same and more (`sweep.py`): no
+  process of the run may survive it (else the run is a harness error), /tmp,
+  /dev/shm and /dev/mqueue are emptied whatever modes were left on them;
 - the worktree is the same bind mount, reset by the host between attempts;
   a worktree that was re-created (a hard reset) gets a new container;
 - limits, network, capabilities and user are the container's, the same for
@@ -27,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from patchheal.errors import HarnessError
-from patchheal.harness import containers
+from patchheal.harness import containers, sweep
 from patchheal.harness.containers import Finished
 
 if TYPE_CHECKING:
@@ -176,6 +179,7 @@ class SandboxSession:
             raise
         duration = time.monotonic() - started
         code = containers.call(api.exec_inspect, exec_id).get("ExitCode")
+        self._sweep()  # nothing of this run outlives it (sweep.py)
         oom = False
         if code == 137 and not timed_out:  # SIGKILL: the OOM killer's, or the step's own?
             kills = self._read_oom_kills()
@@ -212,6 +216,17 @@ class SandboxSession:
             environment={},
             workdir="/",
             what="cleaning the sandbox between runs",
+        )
+
+    def _sweep(self) -> None:
+        assert self._container is not None
+        containers.exec_checked(
+            self._container,
+            sweep.SWEEP_COMMAND,
+            user=self.user,
+            environment={},
+            workdir="/",
+            what="ending the run (no process of it may survive, /tmp and /dev/shm emptied)",
         )
 
     def _read_oom_kills(self) -> int:

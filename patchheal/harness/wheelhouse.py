@@ -29,6 +29,7 @@ from patchheal.atomic import atomic_write
 from patchheal.errors import DependencySetupError, HarnessError
 from patchheal.harness import containers, hostdirs, images, metadata
 from patchheal.harness.config import HarnessDef
+from patchheal.harness.hostpip import HostPipArgs
 from patchheal.harness.images import Say
 
 if TYPE_CHECKING:
@@ -375,11 +376,17 @@ def _download(house: Path, version: str, wanted: list[list[str]], worktree: Path
             f"manylinux_2_36_{_machine()}",
         ]
     )
-    with images.file_lock(f"wheelhouse-{house.name}"):
+    with images.file_lock(f"wheelhouse-{house.name}"), HostPipArgs(worktree) as pip:
         for args in wanted:
+            args = pip.filter(args)  # names from an index only (hostpip.py)
+            if pip.dropped:
+                say(f"not for the host's pip (left to the sandbox): {'; '.join(pip.dropped)}")
+                pip.dropped.clear()
+            if not _names_something(args):
+                continue
             say(f"pip download on the host into {house}: {' '.join(args)}")
             argv = [sys.executable, "-m", "pip", "download", "--dest", str(house), *target, *args]
-            result = proc.run(argv, cwd=worktree, timeout=1800)
+            result = proc.run(argv, cwd=pip.cwd, timeout=1800)
             if not result.passed:
                 raise DependencySetupError.from_pip(
                     "pip download for the dependency wheelhouse failed", result.output

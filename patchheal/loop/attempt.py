@@ -18,6 +18,7 @@ from patchheal.errors import HarnessError, NotADiff, PatchApplyError
 from patchheal.gates.policy import check_candidate
 from patchheal.gates.secrets import credentials_in
 from patchheal.harness.base import Harness
+from patchheal.loop import envcontrol
 from patchheal.loop.verification import verify
 from patchheal.memory.store import AttemptStore
 from patchheal.models import AttemptRecord, Candidate, Failure, Outcome, TestTrace, Verdict
@@ -258,7 +259,19 @@ class AttemptRunner:
             regression=self.regression,
             regression_baseline=step.regression_baseline,
         )
+        outcome, reason = self._unless_posed(outcome, reason, step)
         return outcome, reason, f"(patch applied with {method})\n{log}"
+
+    def _unless_posed(self, outcome: Outcome, reason: str, step: StepState) -> tuple[Outcome, str]:
+        """An environment verdict only if the environment fails without the patch too: a
+        candidate can print `command not found` as well (`envcontrol.py`)."""
+        if not envcontrol.looks_environmental(outcome, reason):
+            return outcome, reason
+        return envcontrol.confirm(
+            self.harness, self.workspace, self.verify_tree, start_commit=step.start_commit,
+            commands=[step.spec.command], regression=self.regression,
+            budget=self.job.budget, reason=reason,
+        )  # fmt: skip
 
     def _write_attempt_dir(self, record: AttemptRecord, log: str) -> None:
         directory = self.paths.attempt_dir(record.attempt_number)

@@ -23,6 +23,7 @@ from patchheal.verdict.airflow import check_tasks
 from patchheal.verdict.environment import environmental
 from patchheal.verdict.judge import judge, worse
 from patchheal.verdict.trust import untrusted
+from patchheal.workspace import tracked
 
 _NOT_JUDGED = "not judged: the environment failed, not the patch"
 
@@ -37,6 +38,22 @@ def _run(
         idle_timeout=budget.idle_timeout_seconds,
         results=results,
     )
+
+
+def _run_watched(
+    harness: Harness, command: str, tree: Path, budget: BudgetSpec, results: str | None
+) -> tuple[CommandResult, list[str]]:
+    """A run, and the tracked files it changed besides its declared `results` (issue 25)."""
+    before = tracked.snapshot(tree)
+    result = _run(harness, command, tree, budget, results)
+    return result, tracked.touched(before, tree, results)
+
+
+def _tainted(touched: list[str], passed: bool, run: str) -> tuple[Outcome, str]:
+    """A run that changed tracked files judged another tree: never `fixed`. Passing, it is
+    the candidate's code tampering with the run; failing, it is no effect either way."""
+    outcome = Outcome.REJECTED_TRIPWIRE if passed else Outcome.NO_EFFECT
+    return outcome, tracked.tainted_reason(touched, run)
 
 
 def _timeout(result: CommandResult, budget: BudgetSpec) -> str:
@@ -63,7 +80,7 @@ def verify(
     passed: Verdict | None = None
     for run in range(1, runs + 1):
         try:
-            result = _run(harness, step.command, tree, budget, step.results)
+            result, touched = _run_watched(harness, step.command, tree, budget, step.results)
         except HarnessError as exc:
             return Outcome.HARNESS_ERROR, f"harness error: {exc}", log
         log += f"$ {step.command}  (verification run {run} of {runs})\n{result.output}"
@@ -74,6 +91,8 @@ def verify(
         verdict = judge(result, baseline=baseline, expected_tests=failure.failing_tests)
         if failure.source == "airflow":  # `tasks test` exits 0 for a skipped task
             verdict = check_tasks(verdict, result.output, failure.failing_tests, result.tests)
+        if touched:  # the run judged another tree than the candidate's
+            return (*_tainted(touched, verdict.passed, f"verification run {run}"), log)
         unjudged = "" if verdict.passed else environmental(result, tree)
         if unjudged:
             # Not the patch's verdict: recorded so, its claim is released (never poisoned).
@@ -135,10 +154,12 @@ def _regression(
 ) -> tuple[Outcome | None, str, str]:
     """What went wrong in the regression steps (None: they did not get worse), why, their log."""
     try:
-        result = _run(harness, command, tree, budget, None)
+        result, touched = _run_watched(harness, command, tree, budget, None)
     except HarnessError as exc:  # as transient as in the failing step: never a job error
         return Outcome.HARNESS_ERROR, f"harness error in the regression steps: {exc}", ""
     log = f"\n$ {command}\n{result.output}"
+    if touched:  # the tree that would be committed is not the one the candidate made
+        return (*_tainted(touched, True, "the regression steps"), log)
     if result.timed_out is not None:
         return Outcome.TIMEOUT, f"regression steps: {result.timed_out} timeout", log
     if no_trust := untrusted(result.tests):

@@ -62,13 +62,15 @@ def _restore_git_file(path: Path) -> None:
     reads it to decide what to mount, and the local harness's steps can rewrite it.
     """
     location = proc.git_location(path)
-    if location:
-        marker = path / ".git"
+    if location:  # rewritten only when changed: a live session's mount over it stays
+        marker, text = path / ".git", f"gitdir: {location['GIT_DIR']}\n"
+        if marker.is_file() and not marker.is_symlink() and marker.read_text() == text:
+            return
         if marker.is_dir() and not marker.is_symlink():
             shutil.rmtree(marker)
         else:
             marker.unlink(missing_ok=True)
-        marker.write_text(f"gitdir: {location['GIT_DIR']}\n", encoding="utf-8")
+        marker.write_text(text, encoding="utf-8")
 
 
 class PublishRefused(BadInput):
