@@ -26,7 +26,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from patchheal.models import TestResults, TestTrace
+from patchheal.harness import monitor_log
+from patchheal.models import MonitorEvent, TestResults, TestTrace
 
 COLLECTORS = Path(__file__).resolve().parent.parent / "collectors"
 DIR_ENV = "PATCHHEAL_RESULTS_DIR"
@@ -94,6 +95,7 @@ class ResultsChannel:
         tampered: list[str] = []
         rejected: list[str] = []
         traces: dict[str, TestTrace] = {}
+        monitor: list[MonitorEvent] = []
 
         def merge(found: Mapping[str, str]) -> None:
             for test_id, outcome in found.items():
@@ -110,6 +112,14 @@ class ResultsChannel:
                 defined_in.update(record.defined_in)
                 tampered += [f"{record.runner}: {t}" for t in record.tampered]
                 _add_traces(traces, record.traces)
+                found = monitor_log.from_record(record.runner, record.monitor, record.signed_by)
+                monitor_log.merge(monitor, found)
+            elif monitor_log.is_monitor_log(path):
+                events = monitor_log.read_log(path, self.token)
+                if events is None:
+                    rejected.append(path.name)
+                else:
+                    monitor_log.merge(monitor, events)
             elif path.name == NODE_JUNIT:
                 parsed = _junit(path)
                 if parsed is None:
@@ -136,6 +146,7 @@ class ResultsChannel:
             tampered=tuple(tampered),
             rejected=tuple(rejected),
             traces=traces,
+            monitor=tuple(monitor),
         )
 
     def close(self) -> None:
@@ -150,6 +161,8 @@ class _Record(BaseModel):
     outcomes: dict[str, str] = {}
     defined_in: dict[str, str] = {}
     tampered: list[str] = []
+    monitor: list[object] = []
+    signed_by: dict[str, object] = {}
     traces: dict[str, object] = {}
     """Step-controlled (the step runs in the collector's process): validated one by one in
     `_add_traces`, so a malformed trace never costs the record its outcomes."""
