@@ -58,7 +58,7 @@ def _scrub_environ_block(name: str) -> None:
             if entry.startswith(prefix):
                 ctypes.memset(address + len(prefix), ord("0"), len(entry) - len(prefix))
             index += 1
-    except Exception:  # noqa: BLE001 -- a start-up hook must never break the step
+    except Exception:
         return
 
 
@@ -75,13 +75,16 @@ def _project_root() -> str:
         probe = parent
 
 
+def _source(path: str) -> str:
+    with open(path, encoding="utf-8") as handle:  # noqa: PTH123
+        return handle.read()
+
+
 def install() -> None:
     """Arm the tripwire once per process; a second call does nothing."""
     if getattr(sys, "_patchheal_monitor_armed", False):
         return
     sys._patchheal_monitor_armed = True  # type: ignore[attr-defined]
-    import patchheal_watch
-
     folder = os.environ.get(DIR_ENV, "")
     if os.environ.get(TOKEN_ENV):
         _scrub_environ_block(TOKEN_ENV)
@@ -89,10 +92,10 @@ def install() -> None:
     stdlib = os.path.dirname(os.__file__)  # noqa: PTH120
     results = os.path.realpath(folder) if folder else ""
     # A private copy of the watch module: its globals and builtins are its own.
-    spec = patchheal_watch.__spec__
-    code = spec.loader.get_code(spec.name) if spec and spec.loader else None  # type: ignore[attr-defined]
+    watch = os.path.join(here, "patchheal_watch.py")  # noqa: PTH118
+    code = compile(_source(watch), watch, "exec")
     private: dict[str, Any] = {"__builtins__": dict(vars(builtins)), "__name__": "patchheal_watch"}
-    exec(code, private)  # noqa: S102 -- our own module's code, before any of the step's
+    exec(code, private)
     # Only in this frame, then in the hook's closure.
     token = os.environ.pop(TOKEN_ENV, "").encode()
     sys.addaudithook(private["make_hook"](token, results, _project_root(), here, stdlib))

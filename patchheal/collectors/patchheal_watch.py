@@ -24,9 +24,21 @@ from __future__ import annotations
 from _hashlib import hmac_digest
 from _json import encode_basestring_ascii
 from _thread import get_ident
-from posix import O_APPEND, O_CREAT, O_EXCL, O_RDWR, O_TRUNC, O_WRONLY, getcwd, getpid, lstat
+from posix import (
+    O_APPEND,
+    O_CREAT,
+    O_EXCL,
+    O_RDWR,
+    O_TRUNC,
+    O_WRONLY,
+    getcwd,
+    getpid,
+    lstat,
+    readlink,
+    stat,
+    urandom,
+)
 from posix import open as os_open
-from posix import readlink, stat, urandom
 from posix import write as os_write
 from typing import Any
 
@@ -82,19 +94,31 @@ _TEST_DIRS = frozenset({"test", "tests", "testing"})
 
 
 def dumps(value: Any) -> str:
-    """JSON with sorted keys, from builtins and `_json`'s C encoder only."""
-    if isinstance(value, str):
-        return encode_basestring_ascii(value)  # type: ignore[no-any-return]
+    """JSON with sorted keys, from builtins and `_json`'s C encoder only. Exact types only:
+    `isinstance`, `str()` or a hash of a step-made object would run the step's code here."""
+    kind = type(value)
+    if kind is str:
+        return encode_basestring_ascii(value)
     if value is True or value is False or value is None:
-        return {True: "true", False: "false", None: "null"}[value]
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, dict):
-        items = sorted((str(k), v) for k, v in value.items())
+        return "true" if value is True else "false" if value is False else "null"
+    if kind is int or kind is float:
+        return int.__repr__(value) if kind is int else float.__repr__(value)
+    if kind is dict:
+        items = sorted(((k, v) for k, v in dict.items(value) if type(k) is str), key=_first)
         return "{" + ", ".join(f"{dumps(k)}: {dumps(v)}" for k, v in items) + "}"
-    if isinstance(value, list | tuple | set | frozenset):
+    if kind is list or kind is tuple:
         return "[" + ", ".join(dumps(v) for v in value) + "]"
-    return dumps(str(value))
+    return "null"
+
+
+def _first(pair: tuple[str, Any]) -> str:
+    return pair[0]
+
+
+def name_of(code: Any) -> str:
+    """A code object's file name as an exact str (a str subclass could run code when hashed)."""
+    name = code.co_filename
+    return name if type(name) is str else "<not a str>"
 
 
 def is_test_path(rel: str) -> bool:
@@ -109,12 +133,15 @@ def is_test_path(rel: str) -> bool:
     )
 
 
-def make_hook(token: bytes, results: str, root: str, collectors: str, stdlib: str) -> Any:  # noqa: C901, PLR0915 -- one closure on purpose
+def make_hook(token: bytes, results: str, root: str, collectors: str, stdlib: str) -> Any:
     """The audit hook, closed over the token (patchheal_monitor's docstring)."""
     import sys
 
     getframe = sys._getframe
     modules = sys.modules
+    function_type = type(make_hook)
+    code_type = type(make_hook.__code__)
+    module_type = type(sys)
     kinds: dict[str, tuple[str, str]] = {}
     busy: set[int] = set()
     seen: set[tuple[str, str, int, str]] = set()
@@ -152,7 +179,7 @@ def make_hook(token: bytes, results: str, root: str, collectors: str, stdlib: st
     def performer(frame: Any) -> tuple[str, str, int]:
         """The nearest frame past thin wrappers: (kind, file, line); ('none', '', 0) if none."""
         while frame is not None:
-            found, shown = kind(frame.f_code.co_filename)
+            found, shown = kind(name_of(frame.f_code))
             if found != "thin":
                 return found, shown, frame.f_lineno
             frame = frame.f_back
@@ -160,7 +187,7 @@ def make_hook(token: bytes, results: str, root: str, collectors: str, stdlib: st
 
     def first_non_stdlib(frame: Any) -> str:
         while frame is not None:
-            found = kind(frame.f_code.co_filename)[0]
+            found = kind(name_of(frame.f_code))[0]
             if found not in ("thin", "stdlib"):
                 return found
             frame = frame.f_back
@@ -192,20 +219,23 @@ def make_hook(token: bytes, results: str, root: str, collectors: str, stdlib: st
 
     def sign(args: tuple[Any, ...], caller: Any) -> None:
         runner, body, box = args
+        if type(runner) is not str or type(body) is not dict or type(box) is not list:
+            return
+        fields = {k: v for k, v in dict.items(body) if type(k) is str}
         above = caller
-        while above is not None and kind(above.f_code.co_filename)[0] == "collector":
+        while above is not None and kind(name_of(above.f_code))[0] == "collector":
             above = above.f_back
         on_stack: set[str] = set()
         frame = above
         while frame is not None:
-            found, shown = kind(frame.f_code.co_filename)
+            found, shown = kind(name_of(frame.f_code))
             if found in ("project", "other"):
                 on_stack.add(shown)
             frame = frame.f_back
         entry = performer(above)
         payload = dumps(
             {
-                **body,
+                **fields,
                 "runner": runner,
                 "finished": True,
                 "monitor": list(events),
@@ -215,14 +245,12 @@ def make_hook(token: bytes, results: str, root: str, collectors: str, stdlib: st
         box.append((payload, hmac_digest(token, payload.encode(), "sha256").hex()))
 
     def code_event(event: str, args: tuple[Any, ...], caller: Any) -> None:
-        if event == "compile":
-            target = args[1]
-        elif event == "code.__new__":
-            target = args[1]
+        if event in ("compile", "code.__new__"):
+            target = args[1] if len(args) > 1 else ""
         else:
-            target = getattr(args[0], "co_filename", "")
-        target = target if isinstance(target, str) else str(target)
-        importing = caller is not None and caller.f_code.co_filename.startswith("<frozen imp")
+            target = name_of(args[0]) if type(args[0]) is code_type else ""
+        target = target if type(target) is str else "<not a str>"
+        importing = caller is not None and name_of(caller.f_code).startswith("<frozen imp")
         target_kind, shown = kind(target)
         who = performer(caller)
         if target_kind == "collector" and who[0] not in ("collector", "stdlib", "library"):
@@ -239,12 +267,14 @@ def make_hook(token: bytes, results: str, root: str, collectors: str, stdlib: st
 
     def setattr_event(args: tuple[Any, ...], caller: Any) -> None:
         obj, name = args[0], args[1]
+        if type(obj) is not function_type or type(name) is not str:
+            return
         if name not in ("__code__", "__defaults__", "__kwdefaults__"):
             return
-        code = getattr(obj, "__code__", None)
-        target_kind, shown = kind(getattr(code, "co_filename", ""))
+        target_kind, shown = kind(name_of(obj.__code__))
         who = performer(caller)
-        what = f"{getattr(obj, '__qualname__', '?')}.{name} set"
+        qualname = obj.__qualname__
+        what = f"{qualname if type(qualname) is str else '?'}.{name} set"
         if target_kind == "test" and who[0] not in ("test", "library"):
             note(what, who, shown, "test file")
             raise PermissionError("patchheal: a test function's body replaced")
@@ -254,21 +284,25 @@ def make_hook(token: bytes, results: str, root: str, collectors: str, stdlib: st
     def guarded_path(path: Any, dir_fd: Any) -> bool:
         """Whether `path` (relative to `dir_fd`) is in, or is, a directory the step must not
         write: the results directory (or its parent) and the collectors."""
-        if isinstance(path, int):
+        if type(path) is int:
             try:
                 path = readlink(f"/proc/self/fd/{path}")
             except OSError:
                 return False
-        path = path.decode(errors="surrogateescape") if isinstance(path, bytes) else str(path)
-        if isinstance(dir_fd, int) and dir_fd >= 0 and not path.startswith("/"):
+        if type(path) is bytes:
+            path = path.decode(errors="surrogateescape")
+        if type(path) is not str:
+            return False
+        if type(dir_fd) is int and dir_fd >= 0 and not path.startswith("/"):
             path = f"/proc/self/fd/{dir_fd}/{path}"
         return _ident(path) in guarded or _ident(_parent(path)) in guarded
 
     def proc_secret(path: Any) -> str:
         """The resolved path when `path` is a process's environ or memory, else ''."""
-        if isinstance(path, int):
+        if type(path) is bytes:
+            path = path.decode(errors="surrogateescape")
+        if type(path) is not str:
             return ""
-        path = path.decode(errors="surrogateescape") if isinstance(path, bytes) else str(path)
         if not (path.rpartition("/")[2] in ("environ", "mem") or path.startswith("/proc")):
             try:
                 if stat(path).st_dev != proc_dev:
@@ -285,8 +319,8 @@ def make_hook(token: bytes, results: str, root: str, collectors: str, stdlib: st
         if secret:
             note("read of a process's environment or memory", performer(caller), secret, "proc")
             raise PermissionError(f"patchheal: reading {secret} is refused")
-        writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
-            isinstance(flags, int) and flags & _WRITE_FLAGS
+        writing = (type(mode) is str and any(c in mode for c in "wax+")) or (
+            type(flags) is int and flags & _WRITE_FLAGS
         )
         if writing and guarded_path(path, None) and first_non_stdlib(caller) != "collector":
             note("write into the results or collectors", performer(caller), str(path), "results")
@@ -298,7 +332,8 @@ def make_hook(token: bytes, results: str, root: str, collectors: str, stdlib: st
             if at < len(args) and guarded_path(args[at], dir_fd):
                 if first_non_stdlib(caller) == "collector":
                     return
-                note(f"{event} in the results or collectors", performer(caller), str(args[at]))
+                shown = args[at] if type(args[at]) is str else "a path"
+                note(f"{event} in the results or collectors", performer(caller), shown, "results")
                 raise PermissionError("patchheal: the results directory is the collectors' own")
 
     def trace_event(event: str, caller: Any) -> None:
@@ -307,18 +342,18 @@ def make_hook(token: bytes, results: str, root: str, collectors: str, stdlib: st
             # threading starts a thread's trace/profile hook itself: blame the hook's file.
             threading = modules.get("threading")
             hook_name = "_trace_hook" if event == "sys.settrace" else "_profile_hook"
-            function = getattr(threading, hook_name, None) if threading else None
-            code = getattr(function, "__code__", None)
-            if code is not None:
-                found, shown = kind(code.co_filename)
-                who = (found, shown, code.co_firstlineno)
+            space = threading.__dict__ if type(threading) is module_type else {}
+            function = dict.get(space, hook_name)
+            if type(function) is function_type:
+                found, shown = kind(name_of(function.__code__))
+                who = (found, shown, function.__code__.co_firstlineno)
         if who[0] in ("project", "other", "test"):
             note(TAMPER[event], who, "")
 
     def handle(event: str, args: tuple[Any, ...]) -> None:
         caller = getframe(2)  # the frame that raised the event: above handle() and hook()
         if event in (SIGN_EVENT, ARMED_EVENT):
-            if kind(caller.f_code.co_filename)[1] != "patchheal_results.py":
+            if kind(name_of(caller.f_code)) != ("collector", "patchheal_results.py"):
                 note("forged sign request", performer(caller), event, "collectors")
                 raise PermissionError("patchheal: only the collectors sign records")
             if event == ARMED_EVENT:
@@ -337,15 +372,19 @@ def make_hook(token: bytes, results: str, root: str, collectors: str, stdlib: st
             trace_event(event, caller)
         else:
             who = performer(caller)
+            if event.startswith("gc.") and who[0] in ("project", "other", "none"):
+                # The object graph leads to everything, this hook's closure included.
+                note(TAMPER[event], who, event, "object graph")
+                raise PermissionError("patchheal: walking the object graph from project code")
             if who[0] in ("project", "other", "test"):
                 op = "process started" if event in PROCESS else TAMPER[event]
-                detail = str(args[1]) if event == "object.__getattr__" else event
+                detail = args[1] if event == "object.__getattr__" else event
                 note(op, who, detail)
 
     def hook(event: str, args: tuple[Any, ...]) -> None:
         if event not in WATCHED:
             return
-        if event == "object.__getattr__" and args[1] not in FRAME_ATTRS:
+        if event == "object.__getattr__" and not (type(args[1]) is str and args[1] in FRAME_ATTRS):
             return
         ident = get_ident()
         if ident in busy:
@@ -355,7 +394,7 @@ def make_hook(token: bytes, results: str, root: str, collectors: str, stdlib: st
             handle(event, args)
         except PermissionError:
             raise
-        except Exception:  # noqa: BLE001, S110 -- never change an outcome by accident
+        except Exception:
             pass
         finally:
             busy.discard(ident)

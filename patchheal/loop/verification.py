@@ -22,6 +22,7 @@ from patchheal.models import CommandResult, Failure, Outcome, Verdict
 from patchheal.verdict.airflow import check_tasks
 from patchheal.verdict.environment import environmental
 from patchheal.verdict.judge import judge, worse
+from patchheal.verdict.tripwire import why_tainted
 
 _NOT_JUDGED = "not judged: the environment failed, not the patch"
 
@@ -55,8 +56,10 @@ def verify(
     failure: Failure,
     regression: Sequence[str],
     regression_baseline: Mapping[str, Verdict],
+    changed: Sequence[str] = (),
 ) -> tuple[Outcome, str, str]:
-    """The outcome of a patched `tree`, why, and the log of the runs."""
+    """The outcome of a patched `tree`, why, and the log of the runs. `changed`: the files
+    the candidate changed or added (what the tripwire blames, verdict/tripwire.py)."""
     runs = budget.verify_runs
     log = ""
     passed: Verdict | None = None
@@ -88,6 +91,9 @@ def verify(
                 f"the failing step still fails{which} ({change}): {verdict.reason}",
                 log,
             )
+        tainted = why_tainted(result.tests, baseline.tests, changed)
+        if tainted is not None:
+            return Outcome.REJECTED_TRIPWIRE, tainted, log
         passed = verdict
     assert passed is not None  # verify_runs >= 1
     if not regression:
