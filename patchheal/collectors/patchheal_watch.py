@@ -170,8 +170,9 @@ def make_hook(token: bytes, results: str, root: str, collectors: str, stdlib: st
             rel = filename[len(stdlib) + 1 :]
             thin = rel in _THIN or rel.startswith("importlib/")
             found = ("thin" if thin else "stdlib", rel)
-        elif filename.startswith(root + "/"):
-            rel = filename[len(root) + 1 :]
+        elif filename.startswith(root + "/") or not filename.startswith(("/", "<")):
+            # A relative name (compile's) is taken as relative to the project root.
+            rel = filename[len(root) + 1 :] if filename.startswith(root + "/") else filename
             found = ("test" if is_test_path(rel) else "project", rel)
         kinds[filename] = found
         return found
