@@ -170,6 +170,7 @@ def test_the_verdict_taints_changed_files_and_protected_targets_only() -> None:
 
 def _judge(case: Case, tmp_path: Path) -> None:
     judged = evaluate(case, tmp_path)
+    assert judged.baseline_runners, judged.reason  # reproduced through the results channel
     assert judged.fixed is case.legit, f"{case.tries}: {judged.outcome} {judged.reason}"
 
 
@@ -251,3 +252,5 @@ def test_the_tripwire_works_in_the_docker_harness(
     finally:
         harness.close()
     assert judged.fixed is case.legit, f"{case.tries}: {judged.outcome} {judged.reason}"
+    if not case.legit:
+        assert judged.outcome is Outcome.REJECTED_TRIPWIRE, judged.reason
