@@ -21,9 +21,8 @@ attributes (`builtins`, `sys.meta_path`, a pytest internal), `f_back`,
 
 from __future__ import annotations
 
-from _hashlib import hmac_digest
-from _json import encode_basestring_ascii
 from _thread import get_ident
+from hashlib import sha256  # OpenSSL's C constructor, bound here once
 from posix import (
     O_APPEND,
     O_CREAT,
@@ -41,6 +40,11 @@ from posix import (
 from posix import open as os_open
 from posix import write as os_write
 from typing import Any
+
+try:
+    from _json import encode_basestring_ascii
+except ImportError:  # a Python built without the accelerator
+    from json.encoder import py_encode_basestring_ascii as encode_basestring_ascii
 
 SIGN_EVENT = "patchheal.sign"
 ARMED_EVENT = "patchheal.armed"
@@ -109,6 +113,20 @@ def dumps(value: Any) -> str:
     if kind is list or kind is tuple:
         return "[" + ", ".join(dumps(v) for v in value) + "]"
     return "null"
+
+
+_INNER = bytes(x ^ 0x36 for x in range(256))
+_OUTER = bytes(x ^ 0x5C for x in range(256))
+
+
+def hmac_sha256(key: bytes, message: bytes) -> str:
+    """HMAC-SHA256 (RFC 2104) from the bound C hash alone: `hmac` is a module the step can
+    patch, and whatever this calls with the key could keep it."""
+    if len(key) > 64:
+        key = sha256(key).digest()
+    key = key.ljust(64, b"\0")
+    inner = sha256(key.translate(_INNER) + message).digest()
+    return sha256(key.translate(_OUTER) + inner).hexdigest()
 
 
 def _first(pair: tuple[str, Any]) -> str:
@@ -201,7 +219,7 @@ def make_hook(token: bytes, results: str, root: str, collectors: str, stdlib: st
             flags = O_WRONLY | O_CREAT | O_EXCL | O_APPEND
             log.append(os_open(f"{results}/{log_name}", flags, 0o644))
         line = dumps({"file": log_name, "seq": len(events) - 1, "event": event})
-        mac = hmac_digest(token, line.encode(), "sha256").hex()
+        mac = hmac_sha256(token, line.encode())
         os_write(log[0], (dumps({"line": line, "mac": mac}) + "\n").encode())
 
     def note(op: str, who: tuple[str, str, int], detail: str, target: str = "") -> None:
@@ -243,7 +261,7 @@ def make_hook(token: bytes, results: str, root: str, collectors: str, stdlib: st
                 "signed_by": {"caller": entry[0], "project": sorted(on_stack)[:10]},
             }
         )
-        box.append((payload, hmac_digest(token, payload.encode(), "sha256").hex()))
+        box.append((payload, hmac_sha256(token, payload.encode())))
 
     def code_event(event: str, args: tuple[Any, ...], caller: Any) -> None:
         if event in ("compile", "code.__new__"):
