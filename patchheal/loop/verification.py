@@ -39,6 +39,13 @@ def _run(
     )
 
 
+def _judged(result: CommandResult, baseline: Verdict, failure: Failure) -> Verdict:
+    verdict = judge(result, baseline=baseline, expected_tests=failure.failing_tests)
+    if failure.source == "airflow":  # `tasks test` exits 0 for a skipped task
+        verdict = check_tasks(verdict, result.output, failure.failing_tests, result.tests)
+    return verdict
+
+
 def _timeout(result: CommandResult, budget: BudgetSpec) -> str:
     limit = (
         budget.idle_timeout_seconds if result.timed_out == "idle" else budget.step_timeout_seconds
@@ -58,8 +65,7 @@ def verify(
     regression_baseline: Mapping[str, Verdict],
     changed: Sequence[str] = (),
 ) -> tuple[Outcome, str, str]:
-    """The outcome of a patched `tree`, why, and the log of the runs. `changed`: the files
-    the candidate changed or added (what the tripwire blames, verdict/tripwire.py)."""
+    """The outcome of a patched `tree` (`changed`: the candidate's files), why, the log."""
     runs = budget.verify_runs
     log = ""
     passed: Verdict | None = None
@@ -71,9 +77,7 @@ def verify(
         log += f"$ {step.command}  (verification run {run} of {runs})\n{result.output}"
         if result.timed_out is not None:
             return Outcome.TIMEOUT, _timeout(result, budget), log
-        verdict = judge(result, baseline=baseline, expected_tests=failure.failing_tests)
-        if failure.source == "airflow":  # `tasks test` exits 0 for a skipped task
-            verdict = check_tasks(verdict, result.output, failure.failing_tests, result.tests)
+        verdict = _judged(result, baseline, failure)
         unjudged = "" if verdict.passed else environmental(result, tree)
         if unjudged:
             # Not the patch's verdict: recorded so, its claim is released (never poisoned).
@@ -91,8 +95,7 @@ def verify(
                 f"the failing step still fails{which} ({change}): {verdict.reason}",
                 log,
             )
-        tainted = why_tainted(result.tests, baseline.tests, changed)
-        if tainted is not None:
+        if tainted := why_tainted(result.tests, baseline.tests, changed):
             return Outcome.REJECTED_TRIPWIRE, tainted, log
         passed = verdict
     assert passed is not None  # verify_runs >= 1
