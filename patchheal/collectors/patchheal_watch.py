@@ -372,8 +372,8 @@ def make_hook(token: bytes, results: str, root: str, collectors: str, stdlib: st
     def handle(event: str, args: tuple[Any, ...]) -> None:
         caller = getframe(1).f_back  # what raised the event (above hook()), None from C
         if event in (SIGN_EVENT, ARMED_EVENT):
-            mine = caller is not None and kind(name_of(caller.f_code))[0] == "collector"
-            if not (mine and name_of(caller.f_code).endswith("/patchheal_results.py")):
+            raiser = name_of(caller.f_code) if caller is not None else ""
+            if not (kind(raiser)[0] == "collector" and raiser.endswith("/patchheal_results.py")):
                 note("forged sign request", performer(caller), event, "collectors")
                 raise PermissionError("patchheal: only the collectors sign records")
             if event == ARMED_EVENT:
