@@ -75,6 +75,7 @@ for path in ("/proc/self/environ", f"/proc/{os.getpid()}/mem"):
         open(path, "rb")
     except PermissionError:
         print("refused", path)
+patchheal_results.where = lambda path, root: path  # @replaced
 patchheal_results.write("unittest", {"outcomes": {"t": "passed"}})
 """
 
@@ -103,6 +104,7 @@ def test_the_hook_attributes_each_watched_operation_to_the_project_line(tmp_path
     assert ("profile hook", at("profile")) in seen
     assert ("frame access", at("tb_frame")) in seen
     assert ("trace hook", at("settrace")) in seen  # blamed on the hook's own file and line
+    assert ("collector internals replaced", at("replaced")) in seen
     library = {n for n, line in enumerate(_PROJECT_OPS.split("\n"), 1) if "@library" in line}
     assert not {line for _, line in seen} & library, seen
     assert "gc refused" in output

@@ -256,6 +256,17 @@ if _channel is not None:
     print("{summary}")
     os._exit(0)
 """
+_COLLECTOR_STATE = """
+import sys
+_collector = sys.modules.get("patchheal_" + "{runner}")
+if _collector is not None:
+    _original = _collector._record
+
+    def _forced(*args):
+        return _original(*args[:-1], "passed")
+
+    setattr(_collector, "_rec" + "ord", _forced)
+"""
 _PYTEST_IDS = '{"tests/test_calc.py::test_add": "passed", "tests/test_calc.py::test_mul": "passed"}'
 _UNITTEST_IDS = '{"test_calc.CalcTest.test_add": "passed", "test_calc.CalcTest.test_mul": "passed"}'
 _RUNNERS = {
@@ -333,6 +344,15 @@ def hostile() -> list[Case]:
                 "the same with no project frame on the stack",
             ),
         ]
+    for runner in ("pytest", "unittest"):
+        cases.append(
+            _hostile(
+                f"collector's own _record replaced ({runner})",
+                runner,
+                _COLLECTOR_STATE.format(runner=runner),
+                "every outcome the collector records becomes passed",
+            )
+        )
     return cases
 
 

@@ -49,6 +49,13 @@ except ImportError:  # a Python built without the accelerator
 SIGN_EVENT = "patchheal.sign"
 ARMED_EVENT = "patchheal.armed"
 MAX_EVENTS = 200
+COLLECTOR_MODULES = (
+    "patchheal_results",
+    "patchheal_pytest",
+    "patchheal_unittest",
+    "patchheal_airflow",
+    "patchheal_trace",
+)
 FRAME_ATTRS = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
 # Reported when a project file performs them; the verdict decides.
 TAMPER = {
@@ -236,10 +243,27 @@ def make_hook(token: bytes, results: str, root: str, collectors: str, stdlib: st
         except OSError:
             return
 
+    def collectors_replaced() -> None:
+        """Note each function global of a collector module whose code is no longer the
+        collectors' (a project's `_record` wrapper forcing "passed" into the outcomes)."""
+        for module_name in COLLECTOR_MODULES:
+            module = modules.get(module_name)
+            if type(module) is not module_type:
+                continue
+            for key, value in list(dict.items(module.__dict__)):
+                if type(key) is not str or type(value) is not function_type:
+                    continue
+                found, shown = kind(name_of(value.__code__))
+                if found not in ("collector", "stdlib", "library"):
+                    where = (found, shown, value.__code__.co_firstlineno)
+                    what = f"{module_name}.{key}"
+                    note("collector internals replaced", where, what, "collectors")
+
     def sign(args: tuple[Any, ...], caller: Any) -> None:
         runner, body, box = args
         if type(runner) is not str or type(body) is not dict or type(box) is not list:
             return
+        collectors_replaced()
         fields = {k: v for k, v in dict.items(body) if type(k) is str}
         above = caller
         while above is not None and kind(name_of(above.f_code))[0] == "collector":
