@@ -61,6 +61,8 @@ FRAME_ATTRS = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
 TAMPER = {
     "sys._getframe": "frame access",
     "sys._current_frames": "frame access (all threads)",
+    "sys._getframemodulename": "frame access",  # 3.12+
+    "sys.monitoring.register_callback": "monitoring hook",  # 3.12+
     "object.__getattr__": "frame access",
     "gc.get_objects": "object graph walk",
     "gc.get_referrers": "object graph walk",
