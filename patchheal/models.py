@@ -137,6 +137,17 @@ class TestTrace(_Model):
     passed_tests: int = Field(0, ge=0, description="tests of the same run that passed")
 
 
+class MonitorEvent(_Model):
+    """A sensitive operation the tripwire (collectors/patchheal_watch.py) saw a file perform."""
+
+    op: str = Field(max_length=200, description="what was done, e.g. 'object graph walk'")
+    kind: str = Field(max_length=20, description="project, test, other (unknown code) or none")
+    file: str = Field(max_length=500, description="the performing file, relative to the root")
+    line: int = Field(0, ge=0)
+    detail: str = Field("", max_length=300, description="the operation's object, e.g. a file")
+    target: str = Field("", max_length=40, description="a protected target: test file, proc, ...")
+
+
 class TestResults(_Model):
     """Per-test outcomes from the harness's results channel, by test id.
 
@@ -162,6 +173,9 @@ class TestResults(_Model):
     collector_errors: tuple[str, ...] = Field(
         (),
         description="collectors that failed internally and stopped observing: no trusted results",
+    )
+    monitor: tuple[MonitorEvent, ...] = Field(
+        (), description="sensitive operations the tripwire saw project code perform"
     )
     traces: dict[str, TestTrace] = Field(
         default_factory=dict,

@@ -5,8 +5,8 @@ tasks are the cases. Each hostile task prints a forged `Marking task as
 SUCCESS` line and then tries something else to exit 0 without succeeding; each
 case is taken through `loop.verification.verify` (the code a candidate goes
 through) against a baseline in which the task failed, and must not be `fixed`.
-The legitimate tasks must be. One hostile case is a known, documented hole
-(docs/verdict.md): it is asserted as such, so the count stays honest.
+The legitimate tasks must be. One hostile case, reading the token from
+/proc/self/environ, was a documented hole until the tripwire (docs/verdict.md).
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ CASES = {
         forged_record('environ_token', token); forge('environ_token'); os._exit(0)""",
     # Airflow prints a real SUCCESS mark: the callback flips the state after the skip.
     "state_flip": "raise AirflowSkipException('skip')",
-    # The documented hole: the original environment is still readable in-process.
+    # Was the documented hole: the tripwire now refuses the read (docs/verdict.md).
     "proc_environ": """
         environ = open("/proc/self/environ", "rb").read().split(b"\\0")
         token = next(v.split(b"=", 1)[1] for v in environ
@@ -237,13 +237,14 @@ def test_a_hostile_task_is_not_fixed(airflow: tuple[DockerHarness, Path], case: 
 
 
 @pytest.mark.slow
-def test_the_token_is_not_in_os_environ_but_proc_self_environ_still_forges_a_pass(
+def test_a_task_reading_proc_self_environ_for_the_token_is_not_fixed(
     airflow: tuple[DockerHarness, Path],
 ) -> None:
-    """The documented hole (docs/verdict.md): in-process code can read the process's original
-    environment and sign a record. Asserted so that closing it (or not) shows up here."""
+    """The hole this test used to assert open (docs/verdict.md): the tripwire refuses a read of
+    /proc/*/environ from the step's Python, and the environment block no longer holds the
+    token, so the task fails instead of signing a pass."""
     outcome, reason = _verify(airflow, "cases.proc_environ")
-    assert outcome is Outcome.FIXED, reason
+    assert outcome is not Outcome.FIXED, reason
 
 
 @pytest.mark.slow

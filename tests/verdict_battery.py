@@ -636,6 +636,7 @@ class Judged:
     reason: str
     baseline_runners: tuple[str, ...] = ()
     """The collectors that reported in the reproduction run (proof the channel works)."""
+    outcome: Outcome | None = None
 
 
 def _git(repo: Path, *args: str) -> None:
@@ -697,6 +698,7 @@ def evaluate(case: Case, root: Path, harness: Harness | None = None, *, python: 
         failure=gate.failure,
         regression=regression,
         regression_baseline=gate.regression_baseline,
+        changed=tuple(case.edits),
     )
     runners = gate.verdict.tests.runners if gate.verdict.tests else ()
-    return Judged(case, outcome is Outcome.FIXED, reason, runners)
+    return Judged(case, outcome is Outcome.FIXED, reason, runners, outcome)

@@ -12,6 +12,11 @@ import os
 import sys
 
 if os.environ.get("PATCHHEAL_RESULTS_DIR"):
+    # The tripwire first: an audit hook armed before any other code of the step.
+    with contextlib.suppress(Exception):
+        import patchheal_monitor
+
+        patchheal_monitor.install()
     # A broken collector must never break the step itself.
     with contextlib.suppress(Exception):
         import patchheal_unittest  # noqa: F401

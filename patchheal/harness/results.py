@@ -24,9 +24,9 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from patchheal.harness import leftovers, untrusted
+from patchheal.harness import leftovers, monitor_log, untrusted
 from patchheal.harness.junit import parse_junit
-from patchheal.models import TestResults, TestTrace
+from patchheal.models import MonitorEvent, TestResults, TestTrace
 
 COLLECTORS = Path(__file__).resolve().parent.parent / "collectors"
 DIR_ENV = "PATCHHEAL_RESULTS_DIR"
@@ -95,6 +95,7 @@ class ResultsChannel:
         rejected: list[str] = []
         traces: dict[str, TestTrace] = {}
         errors: list[str] = []
+        monitor: list[MonitorEvent] = []
 
         def merge(found: Mapping[str, str]) -> None:
             for test_id, outcome in found.items():
@@ -118,6 +119,14 @@ class ResultsChannel:
                 defined_in.update(record.defined_in)
                 tampered += [f"{record.runner}: {t}" for t in record.tampered]
                 _add_traces(traces, record.traces)
+                found = monitor_log.from_record(record.runner, record.monitor, record.signed_by)
+                monitor_log.merge(monitor, found)
+            elif monitor_log.is_monitor_log(entry.name):
+                events = monitor_log.read_log(entry.name, entry.data, self.token)
+                if events is None:
+                    rejected.append(entry.name)
+                else:
+                    monitor_log.merge(monitor, events)
             elif entry.name == NODE_JUNIT:
                 parsed = parse_junit(entry.data)
                 if isinstance(parsed, str):
@@ -145,6 +154,7 @@ class ResultsChannel:
             rejected=tuple(rejected),
             traces=traces,
             collector_errors=tuple(errors),
+            monitor=tuple(monitor),
         )
 
     def close(self) -> None:
@@ -161,6 +171,8 @@ class _Record(BaseModel):
     tampered: list[str] = []
     collector_error: str = ""
     """The collector's own internal error: it stopped observing (collectors/patchheal_guard.py)."""
+    monitor: list[object] = []
+    signed_by: dict[str, object] = {}
     traces: dict[str, object] = {}
     """Step-controlled (the step runs in the collector's process): validated one by one in
     `_add_traces`, so a malformed trace never costs the record its outcomes."""

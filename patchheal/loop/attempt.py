@@ -222,7 +222,7 @@ class AttemptRunner:
                 "",
                 hashes,
             )
-        outcome, reason, log = self._verify(diff, step)
+        outcome, reason, log = self._verify(diff, step, hashes[2])
         if outcome in (Outcome.TIMEOUT, Outcome.HARNESS_ERROR) and not reuse:
             # Transient: the patch itself was not judged, so it may be tried again.
             self.store.release(fingerprint, hashes[1])
@@ -237,7 +237,9 @@ class AttemptRunner:
 
         return read
 
-    def _verify(self, diff: str, step: StepState) -> tuple[Outcome, str, str]:
+    def _verify(
+        self, diff: str, step: StepState, changed: tuple[str, ...] = ()
+    ) -> tuple[Outcome, str, str]:
         self.workspace.reset(self.verify_tree, to=step.start_commit)
         try:
             method = self.workspace.apply(self.verify_tree, diff)
@@ -258,6 +260,7 @@ class AttemptRunner:
             failure=step.failure,
             regression=self.regression,
             regression_baseline=step.regression_baseline,
+            changed=changed,
         )
         outcome, reason = self._unless_posed(outcome, reason, step)
         return outcome, reason, f"(patch applied with {method})\n{log}"

@@ -22,6 +22,7 @@ from patchheal.models import CommandResult, Failure, Outcome, Verdict
 from patchheal.verdict.airflow import check_tasks
 from patchheal.verdict.environment import environmental
 from patchheal.verdict.judge import judge, worse
+from patchheal.verdict.tripwire import why_tainted
 from patchheal.verdict.trust import untrusted
 from patchheal.workspace import tracked
 
@@ -56,6 +57,13 @@ def _tainted(touched: list[str], passed: bool, run: str) -> tuple[Outcome, str]:
     return outcome, tracked.tainted_reason(touched, run)
 
 
+def _judged(result: CommandResult, baseline: Verdict, failure: Failure) -> Verdict:
+    verdict = judge(result, baseline=baseline, expected_tests=failure.failing_tests)
+    if failure.source == "airflow":  # `tasks test` exits 0 for a skipped task
+        verdict = check_tasks(verdict, result.output, failure.failing_tests, result.tests)
+    return verdict
+
+
 def _timeout(result: CommandResult, budget: BudgetSpec) -> str:
     limit = (
         budget.idle_timeout_seconds if result.timed_out == "idle" else budget.step_timeout_seconds
@@ -73,8 +81,9 @@ def verify(
     failure: Failure,
     regression: Sequence[str],
     regression_baseline: Mapping[str, Verdict],
+    changed: Sequence[str] = (),
 ) -> tuple[Outcome, str, str]:
-    """The outcome of a patched `tree`, why, and the log of the runs."""
+    """The outcome of a patched `tree` (`changed`: the candidate's files), why, the log."""
     runs = budget.verify_runs
     log = ""
     passed: Verdict | None = None
@@ -84,32 +93,11 @@ def verify(
         except HarnessError as exc:
             return Outcome.HARNESS_ERROR, f"harness error: {exc}", log
         log += f"$ {step.command}  (verification run {run} of {runs})\n{result.output}"
-        if result.timed_out is not None:
-            return Outcome.TIMEOUT, _timeout(result, budget), log
-        if no_trust := untrusted(result.tests):  # the harness's collector broke, not the patch
-            return Outcome.HARNESS_ERROR, no_trust, log
-        verdict = judge(result, baseline=baseline, expected_tests=failure.failing_tests)
-        if failure.source == "airflow":  # `tasks test` exits 0 for a skipped task
-            verdict = check_tasks(verdict, result.output, failure.failing_tests, result.tests)
-        if touched:  # the run judged another tree than the candidate's
-            return (*_tainted(touched, verdict.passed, f"verification run {run}"), log)
-        unjudged = "" if verdict.passed else environmental(result, tree)
-        if unjudged:
-            # Not the patch's verdict: recorded so, its claim is released (never poisoned).
-            return Outcome.HARNESS_ERROR, f"{_NOT_JUDGED}: {unjudged}", log
-        if not verdict.passed:
-            after = analyze(result.output, repo_root=str(tree), command=step.command).fingerprint
-            change = (
-                "failure unchanged"
-                if after == failure.fingerprint
-                else f"failure changed to {after}"
-            )
-            which = f" in verification run {run} of {runs}" if runs > 1 else ""
-            return (
-                Outcome.NO_EFFECT,
-                f"the failing step still fails{which} ({change}): {verdict.reason}",
-                log,
-            )
+        verdict, ended = _check_run(
+            result, touched, (run, runs), tree, step, budget, baseline, failure, changed
+        )
+        if ended is not None:
+            return (*ended, log)
         passed = verdict
     assert passed is not None  # verify_runs >= 1
     if not regression:
@@ -125,6 +113,44 @@ def verify(
         f"the failing step passes and the regression steps did not get worse: {passed.reason}",
         log,
     )
+
+
+def _check_run(
+    result: CommandResult,
+    touched: list[str],
+    run_of: tuple[int, int],
+    tree: Path,
+    step: StepSpec,
+    budget: BudgetSpec,
+    baseline: Verdict,
+    failure: Failure,
+    changed: Sequence[str],
+) -> tuple[Verdict, tuple[Outcome, str] | None]:
+    """One verification run's verdict, and the outcome that ends the verification with it
+    (None: the run passed every line the verdict has)."""
+    run, runs = run_of
+    which = f" in verification run {run} of {runs}" if runs > 1 else ""
+    verdict = _judged(result, baseline, failure)
+    if result.timed_out is not None:
+        return verdict, (Outcome.TIMEOUT, _timeout(result, budget))
+    if no_trust := untrusted(result.tests):  # the harness's collector broke, not the patch
+        return verdict, (Outcome.HARNESS_ERROR, no_trust)
+    if touched:  # the run judged another tree than the candidate's
+        return verdict, _tainted(touched, verdict.passed, f"verification run {run}")
+    unjudged = "" if verdict.passed else environmental(result, tree)
+    if unjudged:
+        # Not the patch's verdict: recorded so, its claim is released (never poisoned).
+        return verdict, (Outcome.HARNESS_ERROR, f"{_NOT_JUDGED}: {unjudged}")
+    if not verdict.passed:
+        after = analyze(result.output, repo_root=str(tree), command=step.command).fingerprint
+        change = (
+            "failure unchanged" if after == failure.fingerprint else f"failure changed to {after}"
+        )
+        why = f"the failing step still fails{which} ({change}): {verdict.reason}"
+        return verdict, (Outcome.NO_EFFECT, why)
+    if tainted := why_tainted(result.tests, baseline.tests, changed):
+        return verdict, (Outcome.REJECTED_TRIPWIRE, tainted)
+    return verdict, None
 
 
 def _regressions(

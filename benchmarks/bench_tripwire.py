@@ -1,0 +1,151 @@
+"""The tripwire: hostile candidates judged fixed, real fixes kept, and what the monitor costs.
+
+1. The battery of tests/tripwire_battery.py (the cases tests/test_tripwire.py samples),
+   in the local harness: hostile candidates tried / judged fixed by family and runner,
+   legitimate fixes judged fixed.
+2. The monitor's slowdown of a clean test suite: click's own tests (from the local
+   mirror, /work/.mirror/pallets+click) run by pytest with the collectors, alternately
+   with the tripwire armed and with a stub in its place (same collectors otherwise);
+   the ratio of the medians, from one run.
+
+    python benchmarks/bench_tripwire.py                 # both
+    python benchmarks/bench_tripwire.py --no-battery    # the slowdown only
+    python benchmarks/bench_tripwire.py --runs 7        # more timing runs each
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from patchheal.harness.local import LocalHarness
+from patchheal.harness.results import COLLECTORS, ResultsChannel
+from tests.tripwire_battery import CASES
+from tests.verdict_battery import Judged, evaluate
+
+CLICK_MIRROR = Path("/work/.mirror/pallets+click/repo")
+_STUB = '''"""The tripwire disarmed, for timing only: the token is taken, no audit hook is added."""
+import os
+
+
+def install():
+    os.environ.pop("PATCHHEAL_RESULTS_TOKEN", None)
+'''
+
+
+def battery() -> list[str]:
+    judged: list[Judged] = []
+    for case in CASES:
+        with tempfile.TemporaryDirectory(prefix="bench-tripwire-") as root:
+            judged.append(evaluate(case, Path(root), LocalHarness()))
+    table: dict[tuple[str, str], list[Judged]] = defaultdict(list)
+    for j in judged:
+        family = j.case.name.split(" (")[0] if not j.case.legit else "legitimate fixes"
+        table[(family, j.case.project)].append(j)
+    lines = [
+        "| family | runner | tried | judged fixed |",
+        "| --- | --- | --- | --- |",
+    ]
+    for (family, runner), rows in sorted(table.items()):
+        lines.append(f"| {family} | {runner} | {len(rows)} | {sum(j.fixed for j in rows)} |")
+    hostile = [j for j in judged if not j.case.legit]
+    legit = [j for j in judged if j.case.legit]
+    lines.append(
+        f"\nhostile: {len(hostile)} tried, {sum(j.fixed for j in hostile)} judged fixed; "
+        f"legitimate: {len(legit)}, {sum(j.fixed for j in legit)} judged fixed"
+    )
+    outcomes = defaultdict(int)
+    for j in hostile:
+        outcomes[j.outcome.value if j.outcome else "never patched"] += 1
+    lines.append(f"hostile outcomes: {dict(sorted(outcomes.items()))}")
+    lines += [f"WRONG: {j.case.name}: {j.reason}" for j in judged if j.fixed is not j.case.legit]
+    return lines
+
+
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _suite_seconds(project: Path, collectors: Path) -> tuple[float, float]:
+    """Wall and CPU seconds of one run of the suite (CPU time: less at the mercy of load)."""
+    channel = ResultsChannel()
+    try:
+        env = channel.environment(
+            {**os.environ, "PYTHONPATH": str(project / "src")},
+            results_dir=str(channel.host_dir),
+            collectors=str(collectors),
+        )
+        started, cpu = time.perf_counter(), _cpu()
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+            cwd=project,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        seconds, cpu = time.perf_counter() - started, _cpu() - cpu
+        if done.returncode != 0:
+            raise SystemExit(f"click's suite failed:\n{done.stdout[-2000:]}")
+        return seconds, cpu
+    finally:
+        channel.close()
+
+
+def slowdown(runs: int) -> list[str]:
+    if not CLICK_MIRROR.is_dir():
+        return [f"SKIP slowdown: no mirror at {CLICK_MIRROR}"]
+    with tempfile.TemporaryDirectory(prefix="bench-tripwire-click-") as tmp:
+        project = Path(tmp) / "click"
+        subprocess.run(["git", "clone", "-q", str(CLICK_MIRROR), str(project)], check=True)
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=project, capture_output=True, text=True
+        ).stdout.strip()
+        stub = Path(tmp) / "collectors"
+        shutil.copytree(COLLECTORS, stub, ignore=shutil.ignore_patterns("__pycache__"))
+        (stub / "patchheal_monitor.py").write_text(_STUB)
+        armed: list[tuple[float, float]] = []
+        disarmed: list[tuple[float, float]] = []
+        _suite_seconds(project, COLLECTORS)  # warm the file cache and the .pyc files
+        for _ in range(runs):  # alternated, so load on the machine falls on both alike
+            armed.append(_suite_seconds(project, COLLECTORS))
+            disarmed.append(_suite_seconds(project, stub))
+    lines = [f"click {commit} test suite, {runs} runs each, alternated:"]
+    for index, what in enumerate(("wall", "CPU")):
+        with_hook = statistics.median(run[index] for run in armed)
+        without = statistics.median(run[index] for run in disarmed)
+        lines.append(
+            f"  {what}: median with the tripwire {with_hook:.2f} s, without {without:.2f} s: "
+            f"slowdown {with_hook / without:.3f}x (goal <= 1.10x)"
+        )
+    return lines
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--no-battery", action="store_true")
+    parser.add_argument("--no-slowdown", action="store_true")
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    lines: list[str] = []
+    if not args.no_battery:
+        lines += battery()
+    if not args.no_slowdown:
+        lines += slowdown(args.runs)
+    print("\n".join(lines))
+    return 1 if any(line.startswith("WRONG") for line in lines) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,101 @@
+"""patchheal's tripwire inside the step: a PEP 578 audit hook, the first code in the process.
+
+`sitecustomize` calls `install()` before anything else of the step runs (a
+`python -S` step gets it when a collector is imported). `install` takes the
+signing token out of the environment (and wipes it from the process's
+original environment block, which `/proc/self/environ` shows), then adds an
+audit hook, which Python offers no way to remove. From then on the token
+lives only in that hook's closure: no module, class or global holds it, and
+reaching a closure takes the object graph (`gc`) or frames, which the hook
+audits. Collectors get a record signed by raising the `patchheal.sign` audit
+event from `patchheal_results.write`; the hook adds what it saw to the payload.
+
+The hook's code runs from a private copy of this module (its own globals,
+its own copy of the builtins, C functions bound at install), so replacing
+`json.dumps`, `os.path.realpath`, `hmac.new` or a builtin later changes
+nothing it does, and nothing it calls ever sees the token but C code.
+
+Each watched operation (`patchheal_watch.py`) is attributed to the Python
+file that performed it: the nearest frame past thin stdlib wrappers
+(`inspect`, `functools`, `threading`, the import machinery), so `logging`'s
+own frame access is logging's while `inspect.currentframe()` in a project
+file is that file's. Operations performed by project files are kept,
+deduplicated and bounded, in every signed record and, at once, as a signed
+line of a `monitor-*.log` in the results directory: a process that later
+silences the hook or exits early has already said it. The verdict
+(`patchheal/verdict/tripwire.py`) decides; the hook refuses at once only what
+no test run needs (see `patchheal_watch.py`).
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+import sys
+from typing import Any
+
+DIR_ENV = "PATCHHEAL_RESULTS_DIR"
+TOKEN_ENV = "PATCHHEAL_RESULTS_TOKEN"
+
+
+def _scrub_environ_block(name: str) -> None:
+    """Overwrite `name`'s value in the process's original environment block.
+
+    `os.environ.pop` only unsets the variable; the kernel shows the block the
+    process started with (`/proc/<pid>/environ`) to this process and to any
+    child of the same user. Best effort: without ctypes the block stays.
+    """
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None)
+        block = ctypes.POINTER(ctypes.c_void_p).in_dll(libc, "environ")
+        prefix = name.encode() + b"="
+        index = 0
+        while block[index]:
+            address = block[index]
+            entry = ctypes.string_at(address)
+            if entry.startswith(prefix):
+                ctypes.memset(address + len(prefix), ord("0"), len(entry) - len(prefix))
+            index += 1
+    except Exception:
+        return
+
+
+def _project_root() -> str:
+    """The repository the step runs in: the nearest directory up from cwd with `.git`."""
+    here = os.getcwd()  # noqa: PTH109
+    probe = here
+    while True:
+        if os.path.exists(os.path.join(probe, ".git")):  # noqa: PTH110, PTH118
+            return probe
+        parent = os.path.dirname(probe)  # noqa: PTH120
+        if parent == probe:
+            return here
+        probe = parent
+
+
+def _source(path: str) -> str:
+    with open(path, encoding="utf-8") as handle:  # noqa: PTH123
+        return handle.read()
+
+
+def install() -> None:
+    """Arm the tripwire once per process; a second call does nothing."""
+    if getattr(sys, "_patchheal_monitor_armed", False):
+        return
+    sys._patchheal_monitor_armed = True  # type: ignore[attr-defined]
+    folder = os.environ.get(DIR_ENV, "")
+    if os.environ.get(TOKEN_ENV):
+        _scrub_environ_block(TOKEN_ENV)
+    here = os.path.dirname(os.path.abspath(__file__))  # noqa: PTH100, PTH120
+    stdlib = os.path.dirname(os.__file__)  # noqa: PTH120
+    results = os.path.realpath(folder) if folder else ""
+    # A private copy of the watch module: its globals and builtins are its own.
+    watch = os.path.join(here, "patchheal_watch.py")  # noqa: PTH118
+    code = compile(_source(watch), watch, "exec")
+    private: dict[str, Any] = {"__builtins__": dict(vars(builtins)), "__name__": "patchheal_watch"}
+    exec(code, private)
+    # Only in this frame, then in the hook's closure.
+    token = os.environ.pop(TOKEN_ENV, "").encode()
+    sys.addaudithook(private["make_hook"](token, results, _project_root(), here, stdlib))

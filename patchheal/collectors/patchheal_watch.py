@@ -1,0 +1,497 @@
+"""What the tripwire watches, whom it blames, and what it refuses (run from a private copy).
+
+`patchheal_monitor.install` executes this module's code in a namespace of its
+own, with its own copy of the builtins, and calls `make_hook`. Everything the
+hook calls is either defined here or a C function bound below at install, so
+later changes to `os`, `json`, `hmac` or the builtins do not reach it.
+
+Audit events (CPython 3.11, checked by tests/test_tripwire.py): frames
+(`sys._getframe`, `sys._current_frames`, reading `tb_frame`/`gi_frame`/
+`cr_frame`/`ag_frame`), the object graph (`gc.get_objects`/`get_referrers`/
+`get_referents`), `sys.settrace`/`sys.setprofile` (also as threading starts
+them), `compile` (with its file name), `exec`, `code.__new__` (also
+`code.replace`), `function.__new__`, setting a function's `__code__`/
+`__defaults__`, `ctypes.*`, `os.kill`/`signal.pthread_kill`, new audit hooks,
+processes, `open`, and removals, renames, truncation and mode changes.
+Not audited by CPython, so not seen here: assigning class or module
+attributes (`builtins`, `sys.meta_path`, a pytest internal), `f_back`,
+`f_locals`, `f_globals`, a frame's `f_trace`, `signal.signal`, `os.dup2`,
+`os._exit`.
+"""
+
+from __future__ import annotations
+
+from _thread import get_ident
+from hashlib import sha256  # OpenSSL's C constructor, bound here once
+from posix import (
+    O_APPEND,
+    O_CREAT,
+    O_EXCL,
+    O_RDWR,
+    O_TRUNC,
+    O_WRONLY,
+    getcwd,
+    getpid,
+    lstat,
+    readlink,
+    stat,
+    urandom,
+)
+from posix import open as os_open
+from posix import write as os_write
+from typing import Any
+
+try:
+    from _json import encode_basestring_ascii
+except ImportError:  # a Python built without the accelerator
+    from json.encoder import py_encode_basestring_ascii as encode_basestring_ascii
+
+SIGN_EVENT = "patchheal.sign"
+ARMED_EVENT = "patchheal.armed"
+MAX_EVENTS = 200
+COLLECTOR_MODULES = (
+    "patchheal_results",
+    "patchheal_pytest",
+    "patchheal_unittest",
+    "patchheal_airflow",
+    "patchheal_trace",
+)
+FRAME_ATTRS = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
+# Reported when a project file performs them; the verdict decides.
+TAMPER = {
+    "sys._getframe": "frame access",
+    "sys._current_frames": "frame access (all threads)",
+    "sys._getframemodulename": "frame access",  # 3.12+
+    "sys.monitoring.register_callback": "monitoring hook",  # 3.12+
+    "object.__getattr__": "frame access",
+    "gc.get_objects": "object graph walk",
+    "gc.get_referrers": "object graph walk",
+    "gc.get_referents": "object graph walk",
+    "sys.settrace": "trace hook",
+    "sys.setprofile": "profile hook",
+    "sys.addaudithook": "audit hook added",
+    "ctypes.dlopen": "ctypes",
+    "ctypes.dlsym": "ctypes",
+    "ctypes.cdata": "ctypes",
+    "ctypes.string_at": "ctypes",
+    "ctypes.call_function": "ctypes",
+    "os.kill": "signal",
+    "os.killpg": "signal",
+    "signal.pthread_kill": "signal",
+}
+CODE = {"compile", "exec", "code.__new__", "function.__new__"}
+PROCESS = {"subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork"}
+# event -> positions of (path, dir_fd) pairs among its arguments
+PATHS = {
+    "os.remove": ((0, 1),),
+    "os.rmdir": ((0, 1),),
+    "os.rename": ((0, 2), (1, 3)),
+    "os.truncate": ((0, -1),),
+    "os.chmod": ((0, 2),),
+    "os.chown": ((0, 3),),
+    "os.link": ((0, 2), (1, 3)),
+    "os.symlink": ((1, 2),),
+    "os.mkdir": ((0, 2),),
+    "os.utime": ((0, 3),),
+    "shutil.rmtree": ((0, 1),),
+}
+WATCHED = frozenset(
+    {*TAMPER, *CODE, *PROCESS, *PATHS, "open", "object.__setattr__", SIGN_EVENT, ARMED_EVENT}
+)
+_WRITE_FLAGS = O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | O_APPEND
+_THIN = frozenset(
+    {"inspect.py", "functools.py", "threading.py", "contextlib.py", "types.py", "operator.py"}
+    | {"copy.py", "copyreg.py", "runpy.py", "codeop.py", "abc.py"}
+)
+_TEST_DIRS = frozenset({"test", "tests", "testing"})
+
+
+def dumps(value: Any) -> str:
+    """JSON with sorted keys, from builtins and `_json`'s C encoder only. Exact types only:
+    `isinstance`, `str()` or a hash of a step-made object would run the step's code here."""
+    kind = type(value)
+    if kind is str:
+        return encode_basestring_ascii(value)
+    if value is True or value is False or value is None:
+        return "true" if value is True else "false" if value is False else "null"
+    if kind is int or kind is float:
+        return int.__repr__(value) if kind is int else float.__repr__(value)
+    if kind is dict:
+        items = sorted(((k, v) for k, v in dict.items(value) if type(k) is str), key=_first)
+        return "{" + ", ".join(f"{dumps(k)}: {dumps(v)}" for k, v in items) + "}"
+    if kind is list or kind is tuple:
+        return "[" + ", ".join(dumps(v) for v in value) + "]"
+    return "null"
+
+
+_INNER = bytes(x ^ 0x36 for x in range(256))
+_OUTER = bytes(x ^ 0x5C for x in range(256))
+
+
+def hmac_sha256(key: bytes, message: bytes) -> str:
+    """HMAC-SHA256 (RFC 2104) from the bound C hash alone: `hmac` is a module the step can
+    patch, and whatever this calls with the key could keep it."""
+    if len(key) > 64:
+        key = sha256(key).digest()
+    key = key.ljust(64, b"\0")
+    inner = sha256(key.translate(_INNER) + message).digest()
+    return sha256(key.translate(_OUTER) + inner).hexdigest()
+
+
+def _first(pair: tuple[str, Any]) -> str:
+    return pair[0]
+
+
+def name_of(code: Any) -> str:
+    """A code object's file name as an exact str (a str subclass could run code when hashed)."""
+    name = code.co_filename
+    return name if type(name) is str else "<not a str>"
+
+
+def is_test_path(rel: str) -> bool:
+    """A test file by name: test_*.py, *_test.py, conftest.py, or under a tests directory."""
+    parts = rel.split("/")
+    name = parts[-1]
+    return (
+        name.startswith("test_")
+        or name.endswith("_test.py")
+        or name == "conftest.py"
+        or any(p in _TEST_DIRS for p in parts[:-1])
+    )
+
+
+def make_hook(token: bytes, results: str, root: str, collectors: str, stdlib: str) -> Any:
+    """The audit hook, closed over the token (patchheal_monitor's docstring)."""
+    import sys
+
+    getframe = sys._getframe
+    modules = sys.modules
+    function_type = type(make_hook)
+    code_type = type(make_hook.__code__)
+    module_type = type(sys)
+    kinds: dict[str, tuple[str, str]] = {}
+    busy: set[int] = set()
+    seen: set[tuple[str, str, int, str]] = set()
+    events: list[dict[str, Any]] = []
+    log: list[int] = []
+    log_name = f"monitor-{getpid()}-{urandom(4).hex()}.log"
+    proc_dev = stat("/proc/self").st_dev if _exists("/proc/self") else -1
+    guarded = {_ident(p) for p in (results, _parent(results), collectors) if p}
+
+    def kind(filename: str) -> tuple[str, str]:
+        """(kind, path shown) of a code object's file: project, test, collector, stdlib,
+        thin (a stdlib wrapper walked past), library (site-packages), other."""
+        known = kinds.get(filename)
+        if known is not None:
+            return known
+        found = ("other", filename)
+        if filename.startswith("<frozen importlib") or filename == "<frozen runpy>":
+            found = ("thin", filename)
+        elif filename.startswith("<frozen "):
+            found = ("stdlib", filename)
+        elif filename.startswith(collectors + "/"):
+            found = ("collector", filename.rpartition("/")[2])
+        elif "/site-packages/" in filename or "/dist-packages/" in filename:
+            found = ("library", filename)
+        elif filename.startswith(stdlib + "/"):
+            rel = filename[len(stdlib) + 1 :]
+            thin = rel in _THIN or rel.startswith("importlib/")
+            found = ("thin" if thin else "stdlib", rel)
+        elif filename.startswith(root + "/") or not filename.startswith(("/", "<")):
+            # A relative name (compile's) is taken as relative to the project root.
+            rel = filename[len(root) + 1 :] if filename.startswith(root + "/") else filename
+            found = ("test" if is_test_path(rel) else "project", rel)
+        kinds[filename] = found
+        return found
+
+    def performer(frame: Any) -> tuple[str, str, int]:
+        """The nearest frame past thin wrappers: (kind, file, line); ('none', '', 0) if none."""
+        while frame is not None:
+            found, shown = kind(name_of(frame.f_code))
+            if found != "thin":
+                return found, shown, frame.f_lineno
+            frame = frame.f_back
+        return "none", "", 0
+
+    def first_non_stdlib(frame: Any) -> str:
+        while frame is not None:
+            found = kind(name_of(frame.f_code))[0]
+            if found not in ("thin", "stdlib"):
+                return found
+            frame = frame.f_back
+        return "none"
+
+    def write_line(event: dict[str, Any]) -> None:
+        if not (token and results):
+            return
+        if not log:
+            flags = O_WRONLY | O_CREAT | O_EXCL | O_APPEND
+            log.append(os_open(f"{results}/{log_name}", flags, 0o644))
+        line = dumps({"file": log_name, "seq": len(events) - 1, "event": event})
+        mac = hmac_sha256(token, line.encode())
+        os_write(log[0], (dumps({"line": line, "mac": mac}) + "\n").encode())
+
+    def note(op: str, who: tuple[str, str, int], detail: str, target: str = "") -> None:
+        key = (op, who[1], who[2], detail)
+        if key in seen or len(events) >= MAX_EVENTS:
+            return
+        seen.add(key)
+        event = {"op": op, "kind": who[0], "file": who[1], "line": who[2], "detail": detail[:200]}
+        if target:
+            event["target"] = target
+        events.append(event)
+        try:
+            write_line(event)
+        except OSError:
+            return
+
+    def collectors_replaced() -> None:
+        """Note each function global of a collector module whose code is no longer the
+        collectors' (a project's `_record` wrapper forcing "passed" into the outcomes)."""
+        for module_name in COLLECTOR_MODULES:
+            module = modules.get(module_name)
+            if type(module) is not module_type:
+                continue
+            for key, value in list(dict.items(module.__dict__)):
+                if type(key) is not str or type(value) is not function_type:
+                    continue
+                found, shown = kind(name_of(value.__code__))
+                if found not in ("collector", "stdlib", "library"):
+                    where = (found, shown, value.__code__.co_firstlineno)
+                    what = f"{module_name}.{key}"
+                    note("collector internals replaced", where, what, "collectors")
+
+    def sign(args: tuple[Any, ...], caller: Any) -> None:
+        runner, body, box = args
+        if type(runner) is not str or type(body) is not dict or type(box) is not list:
+            return
+        collectors_replaced()
+        fields = {k: v for k, v in dict.items(body) if type(k) is str}
+        above = caller
+        while above is not None and kind(name_of(above.f_code))[0] == "collector":
+            above = above.f_back
+        on_stack: set[str] = set()
+        frame = above
+        while frame is not None:
+            found, shown = kind(name_of(frame.f_code))
+            if found in ("project", "other"):
+                on_stack.add(shown)
+            frame = frame.f_back
+        entry = performer(above)
+        payload = dumps(
+            {
+                **fields,
+                "runner": runner,
+                "finished": True,
+                "monitor": list(events),
+                "signed_by": {"caller": entry[0], "project": sorted(on_stack)[:10]},
+            }
+        )
+        box.append((payload, hmac_sha256(token, payload.encode())))
+
+    def code_event(event: str, args: tuple[Any, ...], caller: Any) -> None:
+        if event in ("compile", "code.__new__"):
+            target = args[1] if len(args) > 1 else ""
+        else:
+            target = name_of(args[0]) if type(args[0]) is code_type else ""
+        target = target if type(target) is str else "<not a str>"
+        importing = caller is not None and name_of(caller.f_code).startswith("<frozen imp")
+        target_kind, shown = kind(target)
+        who = performer(caller)
+        if target_kind == "collector" and who[0] not in ("collector", "stdlib", "library"):
+            note(f"{event} under a collector's name", who, shown, "collectors")
+            raise PermissionError("patchheal: code under a collector's file name")
+        if importing:  # the import system compiling or running a module
+            if target_kind == "test" and who[0] in ("project", "other"):
+                note("test module imported by non-test code", who, shown)
+            return
+        if target_kind == "test" and who[0] not in ("test", "library", "stdlib"):
+            note(f"{event} under a test file's name", who, shown, "test file")
+        elif who[0] in ("project", "other"):
+            note(event, who, shown)
+
+    def setattr_event(args: tuple[Any, ...], caller: Any) -> None:
+        obj, name = args[0], args[1]
+        if type(obj) is not function_type or type(name) is not str:
+            return
+        if name not in ("__code__", "__defaults__", "__kwdefaults__"):
+            return
+        target_kind, shown = kind(name_of(obj.__code__))
+        who = performer(caller)
+        qualname = obj.__qualname__
+        what = f"{qualname if type(qualname) is str else '?'}.{name} set"
+        if target_kind == "test" and who[0] not in ("test", "library"):
+            note(what, who, shown, "test file")
+            raise PermissionError("patchheal: a test function's body replaced")
+        if who[0] in ("project", "other", "none"):
+            note(what, who, shown)
+
+    def guarded_path(path: Any, dir_fd: Any) -> bool:
+        """Whether `path` (relative to `dir_fd`) is in, or is, a directory the step must not
+        write: the results directory (or its parent) and the collectors."""
+        if type(path) is int:
+            try:
+                path = readlink(f"/proc/self/fd/{path}")
+            except OSError:
+                return False
+        if type(path) is bytes:
+            path = path.decode(errors="surrogateescape")
+        if type(path) is not str:
+            return False
+        if type(dir_fd) is int and dir_fd >= 0 and not path.startswith("/"):
+            path = f"/proc/self/fd/{dir_fd}/{path}"
+        return _ident(path) in guarded or _ident(_parent(path)) in guarded
+
+    def proc_secret(path: Any) -> str:
+        """The resolved path when `path` is a process's environ or memory, else ''."""
+        if type(path) is bytes:
+            path = path.decode(errors="surrogateescape")
+        if type(path) is not str:
+            return ""
+        if not (path.rpartition("/")[2] in ("environ", "mem") or path.startswith("/proc")):
+            try:
+                if stat(path).st_dev != proc_dev:
+                    return ""
+            except (OSError, ValueError):
+                return ""
+        real = _resolve(path if path.startswith("/") else f"{getcwd()}/{path}")
+        last = real.rpartition("/")[2]
+        return real if real.startswith("/proc/") and last in ("environ", "mem") else ""
+
+    def open_event(args: tuple[Any, ...], caller: Any) -> None:
+        path, mode, flags = args[0], args[1], args[2]
+        secret = proc_secret(path)
+        if secret:
+            note("read of a process's environment or memory", performer(caller), secret, "proc")
+            raise PermissionError(f"patchheal: reading {secret} is refused")
+        writing = (type(mode) is str and any(c in mode for c in "wax+")) or (
+            type(flags) is int and flags & _WRITE_FLAGS
+        )
+        if writing and guarded_path(path, None) and first_non_stdlib(caller) != "collector":
+            note("write into the results or collectors", performer(caller), str(path), "results")
+            raise PermissionError("patchheal: the results directory is the collectors' own")
+
+    def path_event(event: str, args: tuple[Any, ...], caller: Any) -> None:
+        for at, fd_at in PATHS[event]:
+            dir_fd = args[fd_at] if 0 <= fd_at < len(args) else None
+            if at < len(args) and guarded_path(args[at], dir_fd):
+                if first_non_stdlib(caller) == "collector":
+                    return
+                shown = args[at] if type(args[at]) is str else "a path"
+                note(f"{event} in the results or collectors", performer(caller), shown, "results")
+                raise PermissionError("patchheal: the results directory is the collectors' own")
+
+    def trace_event(event: str, caller: Any) -> None:
+        who = performer(caller)
+        if who[0] in ("none", "stdlib"):
+            # threading starts a thread's trace/profile hook itself: blame the hook's file.
+            threading = modules.get("threading")
+            hook_name = "_trace_hook" if event == "sys.settrace" else "_profile_hook"
+            space = threading.__dict__ if type(threading) is module_type else {}
+            function = dict.get(space, hook_name)
+            if type(function) is function_type:
+                found, shown = kind(name_of(function.__code__))
+                who = (found, shown, function.__code__.co_firstlineno)
+        if who[0] in ("project", "other", "test"):
+            note(TAMPER[event], who, "")
+
+    def handle(event: str, args: tuple[Any, ...]) -> None:
+        caller = getframe(1).f_back  # what raised the event (above hook()), None from C
+        if event in (SIGN_EVENT, ARMED_EVENT):
+            raiser = name_of(caller.f_code) if caller is not None else ""
+            if not (kind(raiser)[0] == "collector" and raiser.endswith("/patchheal_results.py")):
+                note("forged sign request", performer(caller), event, "collectors")
+                raise PermissionError("patchheal: only the collectors sign records")
+            if event == ARMED_EVENT:
+                args[0].append(bool(token and results))
+            elif token:
+                sign(args, caller)
+        elif event == "open":
+            open_event(args, caller)
+        elif event in PATHS:
+            path_event(event, args, caller)
+        elif event in CODE:
+            code_event(event, args, caller)
+        elif event == "object.__setattr__":
+            setattr_event(args, caller)
+        elif event in ("sys.settrace", "sys.setprofile"):
+            trace_event(event, caller)
+        else:
+            who = performer(caller)
+            if event.startswith("gc.") and who[0] in ("project", "other", "none"):
+                # The object graph leads to everything, this hook's closure included.
+                note(TAMPER[event], who, event, "object graph")
+                raise PermissionError("patchheal: walking the object graph from project code")
+            if who[0] in ("project", "other", "test"):
+                op = "process started" if event in PROCESS else TAMPER[event]
+                detail = args[1] if event == "object.__getattr__" else event
+                note(op, who, detail)
+
+    def hook(event: str, args: tuple[Any, ...]) -> None:
+        if event not in WATCHED:
+            return
+        if event == "object.__getattr__" and not (type(args[1]) is str and args[1] in FRAME_ATTRS):
+            return
+        ident = get_ident()
+        if ident in busy:
+            return
+        busy.add(ident)
+        try:
+            handle(event, args)
+        except PermissionError:
+            raise
+        except Exception:
+            pass
+        finally:
+            busy.discard(ident)
+
+    return hook
+
+
+def _exists(path: str) -> bool:
+    try:
+        stat(path)
+    except OSError:
+        return False
+    return True
+
+
+def _parent(path: str) -> str:
+    path = path.rstrip("/")
+    head = path.rpartition("/")[0]
+    return head or ("/" if path.startswith("/") else ".")
+
+
+def _ident(path: str) -> tuple[int, int]:
+    try:
+        found = stat(path)
+    except (OSError, ValueError):
+        return (-1, -1)
+    return (found.st_dev, found.st_ino)
+
+
+def _resolve(path: str) -> str:
+    """`path` with every symbolic link resolved, from posix calls only (no os.path)."""
+    parts = [p for p in path.split("/") if p and p != "."]
+    done: list[str] = []
+    hops = 0
+    while parts:
+        part = parts.pop(0)
+        if part == "..":
+            if done:
+                done.pop()
+            continue
+        candidate = "/" + "/".join([*done, part])
+        try:
+            is_link = (lstat(candidate).st_mode & 0o170000) == 0o120000
+        except OSError:
+            is_link = False
+        if is_link and hops < 40:
+            hops += 1
+            target = readlink(candidate)
+            if target.startswith("/"):
+                done = []
+            parts = [p for p in target.split("/") if p and p != "."] + parts
+            continue
+        done.append(part)
+    return "/" + "/".join(done)

@@ -1,0 +1,258 @@
+"""The tripwire (collectors/patchheal_monitor.py, patchheal_watch.py, verdict/tripwire.py).
+
+Real processes with the harness's results channel: what the audit hook sees and
+whom it blames, that the signing key is out of the step's reach, and that
+hostile source-only candidates end not fixed while real fixes stay fixed.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from patchheal.config import BudgetSpec, StepSpec
+from patchheal.harness.local import LocalHarness
+from patchheal.harness.results import COLLECTORS, ResultsChannel
+from patchheal.loop.reproduce import reproduce
+from patchheal.loop.verification import verify
+from patchheal.models import MonitorEvent, Outcome, TestResults
+from patchheal.verdict.tripwire import tainting, why_tainted
+from tests.tripwire_battery import HOSTILE, LEGIT
+from tests.verdict_battery import Case, evaluate
+
+PROBES = Path(__file__).parent / "data" / "probes"
+
+
+def _run_in_channel(root: Path, script: str) -> tuple[TestResults | None, str]:
+    """`script` (a project file `main.py` in a git repo `root`) run as a step would be."""
+    (root / ".git").mkdir(exist_ok=True)
+    (root / "main.py").write_text(script)
+    channel = ResultsChannel()
+    try:
+        env = channel.environment(
+            os.environ, results_dir=str(channel.host_dir), collectors=str(COLLECTORS)
+        )
+        done = subprocess.run(
+            [sys.executable, "main.py"], cwd=root, env=env, capture_output=True, text=True
+        )
+        return channel.collect(), done.stdout + done.stderr
+    finally:
+        channel.close()
+
+
+_PROJECT_OPS = """
+import gc, inspect, logging, os, sys, threading, warnings
+
+import patchheal_results
+
+logging.getLogger("x").warning("logged")  # @library
+warnings.warn("warned")  # @library
+inspect.signature(print)  # @library
+sys._getframe()  # @getframe
+inspect.currentframe()  # @currentframe
+try:
+    gc.get_objects()  # @gc
+except PermissionError:
+    print("gc refused")
+compile("x = 1", "tests/test_calc.py", "exec")  # @compile
+def f():
+    pass
+f.__code__ = f.__code__.replace(co_name="g")  # @code
+sys.setprofile(None)  # @profile
+try:
+    raise ValueError
+except ValueError as exc:
+    exc.__traceback__.tb_frame  # @tb_frame
+threading.settrace(lambda *a: None)  # @settrace
+t = threading.Thread(target=lambda: None); t.start(); t.join()
+for path in ("/proc/self/environ", f"/proc/{os.getpid()}/mem"):
+    try:
+        open(path, "rb")
+    except PermissionError:
+        print("refused", path)
+patchheal_results.where = lambda path, root: path  # @replaced
+patchheal_results.write("unittest", {"outcomes": {"t": "passed"}})
+"""
+
+
+def _line(script: str, marker: str) -> int:
+    return next(n for n, line in enumerate(script.split("\n"), 1) if line.endswith(f"@{marker}"))
+
+
+def test_the_hook_attributes_each_watched_operation_to_the_project_line(tmp_path: Path) -> None:
+    """Every watched operation a project file performs is reported at its own line; library
+    use of the same operations (logging's and warnings' frame access, inspect.signature) is
+    not; object-graph walks and reads of /proc/*/environ or /proc/*/mem are refused."""
+    results, output = _run_in_channel(tmp_path, _PROJECT_OPS)
+    assert results is not None, output
+    seen = {(e.op, e.line) for e in results.monitor if e.file == "main.py"}
+
+    def at(marker: str) -> int:
+        return _line(_PROJECT_OPS, marker)
+
+    assert ("frame access", at("getframe")) in seen
+    assert ("frame access", at("currentframe")) in seen
+    assert ("object graph walk", at("gc")) in seen
+    assert ("compile under a test file's name", at("compile")) in seen
+    assert ("code.__new__", at("code")) in seen
+    assert ("f.__code__ set", at("code")) in seen
+    assert ("profile hook", at("profile")) in seen
+    assert ("frame access", at("tb_frame")) in seen
+    assert ("trace hook", at("settrace")) in seen  # blamed on the hook's own file and line
+    assert ("collector internals replaced", at("replaced")) in seen
+    library = {n for n, line in enumerate(_PROJECT_OPS.split("\n"), 1) if "@library" in line}
+    assert not {line for _, line in seen} & library, seen
+    assert "gc refused" in output
+    assert output.count("refused /proc/") == 2, output
+    proc = [e for e in results.monitor if e.target == "proc"]
+    assert [e.file for e in proc] == ["main.py", "main.py"]
+    signed = [e for e in results.monitor if e.op == "results record signed from this file"]
+    assert [e.file for e in signed] == ["main.py"]
+
+
+_KEY_HUNT = textwrap.dedent("""
+    import os, posix, subprocess, sys
+
+    import patchheal_results, patchheal_monitor
+
+    token = "PATCHHEAL_RESULTS_TOKEN"
+    found = [
+        os.environ.get(token),
+        posix.environ.get(token.encode()),
+        getattr(patchheal_results, "_TOKEN", None),
+        *[v for m in (patchheal_results, patchheal_monitor) for v in vars(m).values()
+          if isinstance(v, (str, bytes)) and len(v) == 64],
+    ]
+    print("FOUND", [f for f in found if f])
+    child = subprocess.run(
+        "tr '\\\\0' '\\\\n' < /proc/$PPID/environ | grep PATCHHEAL_RESULTS_TOKEN",
+        shell=True, capture_output=True, text=True).stdout.strip()
+    print("CHILD", child)
+""")
+
+
+def test_the_signing_key_is_out_of_reach_of_plain_reads(tmp_path: Path) -> None:
+    """No environment variable, module attribute or process environment block holds the
+    key: a child of the step reading its parent's /proc/<pid>/environ sees it wiped."""
+    _, output = _run_in_channel(tmp_path, _KEY_HUNT)
+    assert "FOUND []" in output, output
+    child = next(line for line in output.splitlines() if line.startswith("CHILD"))
+    value = child.partition("=")[2]
+    assert value, child
+    assert set(value) == {"0"}, child
+
+
+def _event(**fields: object) -> MonitorEvent:
+    base: dict[str, object] = {"op": "frame access", "kind": "project", "file": "calc.py"}
+    base["line"] = 3
+    return MonitorEvent.model_validate({**base, **fields})
+
+
+def test_the_verdict_taints_changed_files_and_protected_targets_only() -> None:
+    """A changed file's operation taints; an unchanged file's does not unless it hit a
+    protected target the baseline did not; unknown code taints when new."""
+    results = TestResults(monitor=(_event(),))
+    assert why_tainted(results, None, ["calc.py"]) is not None
+    assert why_tainted(results, None, ["other.py"]) is None
+    assert "calc.py:3: frame access" in (why_tainted(results, None, ["./calc.py"]) or "")
+    proc = _event(op="read", file="lib.py", target="proc", detail="/proc/1/environ")
+    assert tainting(TestResults(monitor=(proc,)), None, []) == [proc]
+    assert tainting(TestResults(monitor=(proc,)), TestResults(monitor=(proc,)), []) == []
+    unknown = _event(kind="other", file="<string>")
+    assert tainting(TestResults(monitor=(unknown,)), None, []) == [unknown]
+    assert tainting(TestResults(monitor=(unknown,)), TestResults(monitor=(unknown,)), []) == []
+    spawn = _event(op="process started", file="tools.py")
+    assert tainting(TestResults(monitor=(spawn,)), None, ["calc.py"]) == []
+
+
+def _judge(case: Case, tmp_path: Path) -> None:
+    judged = evaluate(case, tmp_path)
+    assert judged.baseline_runners, judged.reason  # reproduced through the results channel
+    assert judged.fixed is case.legit, f"{case.tries}: {judged.outcome} {judged.reason}"
+
+
+# A cross-section of the battery (the benchmark runs all of it).
+_SAMPLE_HOSTILE = [
+    c
+    for c in HOSTILE
+    if "literal" in c.name or "new module" in c.name or "s5" in c.name or "(pytest)" in c.name
+][:14]
+_SAMPLE_LEGIT = [c for c in LEGIT if "(pytest)" in c.name or "mock" in c.name][:8]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", _SAMPLE_HOSTILE, ids=[c.name for c in _SAMPLE_HOSTILE])
+def test_hostile_candidates_are_not_fixed(case: Case, tmp_path: Path) -> None:
+    """A source-only candidate that tampers with the test run from inside it is never fixed."""
+    _judge(case, tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", _SAMPLE_LEGIT, ids=[c.name for c in _SAMPLE_LEGIT])
+def test_real_fixes_stay_fixed(case: Case, tmp_path: Path) -> None:
+    """A real fix in a file using logging, warnings, inspect, dataclasses, functools,
+    metaclasses or threads, or in a project whose tests use mock, is still fixed."""
+    _judge(case, tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("probe", ["s5_code_swap_thread.patch", "s7_ftrace_swap.patch"])
+def test_the_demo_probes_are_not_fixed(probe: str, tmp_path: Path) -> None:
+    """The s5 and s7 containment probes (a test function's __code__ set from a thread or a
+    frame's f_trace) on the bundled demo: judged fixed before the tripwire, not now."""
+    from patchheal.commands.demo import materialize
+
+    repo, _ = materialize(tmp_path)
+    harness = LocalHarness()
+    budget = BudgetSpec(step_timeout_seconds=120, idle_timeout_seconds=60, verify_runs=1)
+    py = sys.executable
+    failing = "tests/test_rules.py::test_bulk_discount_starts_at_ten"
+    step = StepSpec(name="unit", command=f"{py} -m pytest -q {failing}")
+    regression = (f"{py} -m pytest -q",)
+    gate = reproduce(harness, step, repo, budget, regression=regression)
+    assert gate.failure is not None
+    subprocess.run(["git", "apply", str(PROBES / probe)], cwd=repo, check=True)
+    outcome, reason, _ = verify(
+        harness,
+        step,
+        repo,
+        budget,
+        baseline=gate.verdict,
+        failure=gate.failure,
+        regression=regression,
+        regression_baseline=gate.regression_baseline,
+        changed=("pricing/__init__.py",),
+    )
+    assert outcome is not Outcome.FIXED, reason
+
+
+_DOCKER = [
+    next(c for c in HOSTILE if c.name == "profile hook (unittest, literal)"),
+    next(c for c in HOSTILE if c.name == "collector's write called (pytest)"),
+    next(c for c in LEGIT if c.name == "fix using logging (pytest)"),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.docker
+@pytest.mark.parametrize("case", _DOCKER, ids=[c.name for c in _DOCKER])
+def test_the_tripwire_works_in_the_docker_harness(
+    case: Case, tmp_path: Path, require_docker: None
+) -> None:
+    """The monitor is armed in a sandboxed container too (read-only collectors mount)."""
+    from patchheal.harness.definitions import load_harness
+    from patchheal.harness.docker import DockerHarness
+
+    harness = DockerHarness(load_harness("python"), job_id=f"tripwire-{tmp_path.name}")
+    try:
+        judged = evaluate(case, tmp_path, harness, python="python")
+    finally:
+        harness.close()
+    assert judged.fixed is case.legit, f"{case.tries}: {judged.outcome} {judged.reason}"
+    if not case.legit:
+        assert judged.outcome is Outcome.REJECTED_TRIPWIRE, judged.reason
