@@ -1,0 +1,331 @@
+"""The impossible twin run of a verification (docs/verdict.md, "Impossible twins").
+
+After the failing step's first verification run passed, one more run of the
+same command in the same tree, at a random place among the remaining runs,
+with every protected test's file changed in place (`oracle/mutate.py`: one
+top-level assertion of each made impossible, a fresh test that must fail),
+then put back byte for byte with its times before anything else runs. If
+that twin passes (`verdict/twin.py`) the candidate makes tests pass whatever
+they check: `rejected_oracle`, never `fixed`. A test no twin could be made
+for (not a Python test function, its function not found) is named in the
+reason and judged by the other lines alone.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import os
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import ParamSpec, TypeVar
+
+from patchheal.config import BudgetSpec, StepSpec
+from patchheal.errors import HarnessError
+from patchheal.harness.base import Harness
+from patchheal.models import CommandResult, Failure, Outcome, TestResults, Verdict
+from patchheal.oracle.mutate import FileTwin, Mutation, Target, find, find_by_name, twin_file
+from patchheal.oracle.testids import Location, children, locations
+from patchheal.pysource import parse_module
+from patchheal.verdict.twin import twin_passed
+from patchheal.workspace import inplace
+
+# Bounds: a collection error stands for every test of its module; a big break for many.
+MAX_CHILDREN = 20
+MAX_TESTS = 100
+_SEARCH_FILES = 20_000
+_SKIP_DIRS = frozenset({".git", "node_modules", ".venv", "venv", ".tox", "__pycache__"})
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class TwinEnded(Exception):
+    """The twin ended the verification: its outcome, why, and the log so far."""
+
+    def __init__(self, outcome: Outcome, reason: str, log: str) -> None:
+        super().__init__(reason)
+        self.outcome, self.reason, self.log = outcome, reason, log
+
+
+def ends_with_twin(
+    verify: Callable[P, tuple[Outcome, str, str]],
+) -> Callable[P, tuple[Outcome, str, str]]:
+    """`verify`'s outcome, or the one its twin ended it with."""
+
+    @functools.wraps(verify)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> tuple[Outcome, str, str]:
+        try:
+            return verify(*args, **kwargs)
+        except TwinEnded as ended:
+            return ended.outcome, ended.reason, ended.log
+
+    return wrapper
+
+
+@dataclass
+class _Plan:
+    files: dict[str, list[Target]] = field(default_factory=dict)
+    styles: dict[str, str] = field(default_factory=dict)
+    missing: list[tuple[str, str]] = field(default_factory=list)
+
+
+def protected_tests(baseline: Verdict, failure: Failure) -> list[str]:
+    """The originally failing tests: the failure's and the baseline verdict's, by id."""
+    ids = list(failure.failing_tests)
+    ids += baseline.tests.with_outcome("failed", "error") if baseline.tests else []
+    ids += [] if baseline.tests else list(baseline.failing_tests)
+    return list(dict.fromkeys(ids))
+
+
+def expand(ids: Sequence[str], first: TestResults | None, rng: random.Random) -> list[str]:
+    """Each protected id as the tests to twin: itself, or for a module or class that failed
+    to collect, the tests under it that passed in the first run (at most MAX_CHILDREN)."""
+    tests: list[str] = []
+    for test in ids:
+        if first is None or test in first.outcomes:
+            tests.append(test)
+            continue
+        under = [t for t in children(first.outcomes, test) if first.outcomes[t] == "passed"]
+        tests += rng.sample(under, MAX_CHILDREN) if len(under) > MAX_CHILDREN else under
+    unique = list(dict.fromkeys(tests))
+    return rng.sample(unique, MAX_TESTS) if len(unique) > MAX_TESTS else unique
+
+
+def _inside(path: str) -> bool:
+    pure = PurePosixPath(path)
+    return bool(path) and not pure.is_absolute() and ".." not in pure.parts
+
+
+def _by_suffix(tree: Path, path: str) -> str | None:
+    """The one file of the tree whose path ends with `path` (pytest's rootdir may be a
+    subdirectory); None when none or several."""
+    found, seen = [], 0
+    for root, dirs, files in os.walk(tree):
+        dirs[:] = [d for d in dirs if d not in _SKIP_DIRS]
+        seen += len(files)
+        for name in files:
+            rel = os.path.relpath(os.path.join(root, name), tree)  # noqa: PTH118
+            if rel.endswith(f"/{path}"):
+                found.append(rel)
+        if seen > _SEARCH_FILES:
+            break
+    return found[0] if len(found) == 1 else None
+
+
+class _Resolver:
+    """Finds each test's function in the tree, parsing each file once."""
+
+    def __init__(self, tree: Path, defined_in: dict[str, str]) -> None:
+        self.tree, self.defined_in = tree, defined_in
+        self.modules: dict[str, ast.Module | None] = {}
+
+    def _module(self, rel: str) -> ast.Module | None:
+        if rel not in self.modules:
+            try:
+                text = inplace.read(self.tree, rel).content.decode()
+                self.modules[rel] = parse_module(text)
+            except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError):
+                self.modules[rel] = None
+        return self.modules[rel]
+
+    def locate(self, test: str) -> Location | None:
+        options = locations(test)
+        where = self.defined_in.get(test, "")
+        if options and _inside(where):  # the reproduction saw the function's code there
+            first = options[0]
+            options.insert(0, Location(where, first.classes, first.function, first.style))
+        if options and options[0].style == "pytest" and not self._module(options[0].file):
+            moved = _by_suffix(self.tree, options[0].file)
+            if moved:
+                first = options[0]
+                options.append(Location(moved, first.classes, first.function, first.style))
+        for option in options:
+            module = self._module(option.file)
+            if module is None:
+                continue
+            if find(module, option.classes, option.function) is not None:
+                return option
+            if option.file == where and find_by_name(module, option.function):
+                return option
+        return None
+
+
+def plan(tree: Path, tests: Sequence[str], defined_in: dict[str, str]) -> _Plan:
+    """Which files to change, and for which tests; the tests no twin can be made for."""
+    made = _Plan()
+    resolver = _Resolver(tree, defined_in)
+    for test in tests:
+        where = resolver.locate(test)
+        if where is None:
+            made.missing.append((test, "no test function of a Python file has that id"))
+            continue
+        made.files.setdefault(where.file, []).append(Target(test, where.classes, where.function))
+        made.styles[where.file] = where.style
+    return made
+
+
+@dataclass
+class _Made:
+    """The twins written for one run: each file as it was, and what was changed."""
+
+    saved: list[inplace.Saved] = field(default_factory=list)
+    twins: dict[str, FileTwin] = field(default_factory=dict)
+    missing: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def mutations(self) -> list[tuple[str, Mutation]]:
+        return [(f, m) for f, twin in self.twins.items() for m in twin.mutations]
+
+
+def _shown(file: str, mutation: Mutation) -> str:
+    return f"{file}:{mutation.line} {mutation.what}"
+
+
+class TwinRun:
+    """One verification's impossible twin: where it goes, and running it when it is due."""
+
+    def __init__(
+        self,
+        harness: Harness,
+        step: StepSpec,
+        tree: Path,
+        budget: BudgetSpec,
+        *,
+        baseline: Verdict,
+        failure: Failure,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.harness, self.step, self.tree, self.budget = harness, step, tree, budget
+        self.baseline, self.failure = baseline, failure
+        self.rng = rng or random.SystemRandom()  # not seedable from inside the step
+        # After which passing run (1..verify_runs) the twin runs: any of them, so a run's
+        # place does not say whether it is the twin.
+        self.at = self.rng.randint(1, budget.verify_runs)
+        self.plan: _Plan | None = None
+        self.note = ""
+
+    def after(self, run: int, verdict: Verdict, log: str) -> Verdict:
+        """Called after each passing run of the failing step; the verdict to keep (its
+        reason tells what the twin found). Raises `TwinEnded` when the twin refuses."""
+        if run == 1:
+            tests = expand(protected_tests(self.baseline, self.failure), verdict.tests, self.rng)
+            defined = self.baseline.tests.defined_in if self.baseline.tests else {}
+            self.plan = plan(self.tree, tests, dict(defined))
+        if run == self.at:
+            self.note = self._twin(log)
+        else:
+            self._refresh()
+        return verdict.model_copy(update={"reason": verdict.reason + self.note})
+
+    def _refresh(self) -> None:
+        """Touch the protected files as a twin's restore does (their change time moves),
+        so the run after a twin and the run after none see the same."""
+        for rel in self.plan.files if self.plan else {}:
+            try:
+                inplace.refresh(self.tree, inplace.read(self.tree, rel))
+            except OSError:
+                continue  # the twin itself says what is wrong with the file
+
+    def _twin(self, log: str) -> str:
+        assert self.plan is not None
+        made = _Made(missing=list(self.plan.missing))
+        try:
+            self._write(made)
+            if not made.mutations:
+                return _no_twin(made.missing)
+            result = self._run(made, log)
+        finally:
+            self._restore(made, log)
+        skipped = {test for test, _ in made.missing}
+        protected = [
+            t.test_id
+            for rel in made.twins
+            for t in self.plan.files[rel]
+            if t.test_id not in skipped
+        ]
+        fresh = [twin.fresh for twin in made.twins.values()]
+        why = twin_passed(result, list(dict.fromkeys(protected)), fresh)
+        changed = "; ".join(_shown(f, m) for f, m in made.mutations[:5])
+        if why:
+            first = _shown(*made.mutations[0])
+            raise TwinEnded(
+                Outcome.REJECTED_ORACLE,
+                f"the tests also passed when made impossible ({first}), so the patch makes "
+                f"tests pass whatever they check\nimpossible twin: {why}; changed: {changed}",
+                log + self._log(made, result.output),
+            )
+        return (
+            f"; its impossible twin failed as it must ({len(made.mutations)} test(s) changed)"
+            f"{_no_twin(made.missing, ' and ')}\nimpossible twin changed: {changed}"
+        )
+
+    def _write(self, made: _Made) -> None:
+        """Each planned file's twin in place (its times kept); raises `TwinEnded` when a
+        file's path became a link or a non-file during an earlier run."""
+        assert self.plan is not None
+        for rel, targets in self.plan.files.items():
+            try:
+                saved = inplace.read(self.tree, rel)
+            except inplace.UnsafePath as exc:
+                raise TwinEnded(
+                    Outcome.REJECTED_ORACLE,
+                    f"a protected test file was replaced during verification: {exc}",
+                    "",
+                ) from None
+            text = saved.content.decode(errors="surrogateescape")
+            twin = twin_file(text, targets, self.rng, style=self.plan.styles[rel])
+            if isinstance(twin, str):
+                made.missing += [(t.test_id, twin) for t in targets]
+                continue
+            made.missing += twin.missing
+            if not twin.mutations:
+                continue
+            made.saved.append(saved)  # before the write: restored even if it fails halfway
+            inplace.write(self.tree, saved, twin.source.encode(errors="surrogateescape"))
+            made.twins[rel] = twin
+
+    def _run(self, made: _Made, log: str) -> CommandResult:
+        try:
+            return self.harness.run(
+                self.step.command,
+                self.tree,
+                timeout=self.budget.step_timeout_seconds,
+                idle_timeout=self.budget.idle_timeout_seconds,
+                results=self.step.results,
+            )
+        except HarnessError as exc:
+            raise TwinEnded(
+                Outcome.HARNESS_ERROR, f"harness error in the impossible twin run: {exc}", log
+            ) from None
+
+    def _restore(self, made: _Made, log: str) -> None:
+        """Every changed file back, byte for byte, with its times; a path the twin run
+        turned into a link or a directory cannot be: the candidate is refused."""
+        broken = []
+        for saved in made.saved:
+            try:
+                inplace.write(self.tree, saved, saved.content)
+            except OSError as exc:
+                broken.append(f"{saved.relative} ({exc})")
+        if broken:
+            raise TwinEnded(
+                Outcome.REJECTED_ORACLE,
+                "the impossible twin run replaced protected test files, which could not be "
+                f"put back: {', '.join(broken)}",
+                log,
+            )
+
+    def _log(self, made: _Made, output: str) -> str:
+        changed = "\n".join(f"#   {_shown(f, m)}" for f, m in made.mutations)
+        return f"$ {self.step.command}  (impossible twin)\n{changed}\n{output}"
+
+
+def _no_twin(missing: Sequence[tuple[str, str]], joiner: str = "; ") -> str:
+    if not missing:
+        return ""
+    shown = ", ".join(f"{test} ({why})" for test, why in missing[:3])
+    more = f" (+{len(missing) - 3} more)" if len(missing) > 3 else ""
+    return f"{joiner}no impossible twin for {shown}{more}"
