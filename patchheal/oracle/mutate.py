@@ -38,6 +38,8 @@ class Mutation:
     test_id: str
     line: int
     what: str
+    end_line: int = 0
+    """The last line the change touched (a multi-line operand), 0 for `line` alone."""
 
 
 @dataclass(frozen=True)
@@ -167,5 +169,7 @@ def twin_file(
     mutated = _apply(text, [e for _, r in kept for e in r.edits])
     fresh = _name(rng, 8)
     twin = mutated + ("" if mutated.endswith("\n") else "\n") + _fresh(style, fresh, sentinel)
-    mutations = tuple(Mutation(t.test_id, r.line, r.what) for t, r in kept)
+    mutations = tuple(
+        Mutation(t.test_id, r.line, r.what, max(e.end_line for e in r.edits)) for t, r in kept
+    )
     return FileTwin(twin, mutations, tuple(missing), fresh)
