@@ -73,7 +73,8 @@ def _same_elsewhere(source: str, twin: FileTwin) -> None:
 def _fresh_fails(twin: FileTwin) -> None:
     namespace = _namespace(twin.source)
     fresh = namespace.get(f"test_{twin.fresh}")
-    assert fresh is not None and _fails(fresh)
+    assert fresh is not None
+    assert _fails(fresh)
 
 
 PYTEST_FILE = CODE + textwrap.dedent("""
@@ -272,7 +273,10 @@ def test_multiline_and_non_ascii_assertions_keep_their_lines(seed: int) -> None:
     _same_elsewhere(MULTILINE_FILE, twin)
 
 
-UNITTEST_FILE = "import unittest\n" + CODE + textwrap.dedent("""
+UNITTEST_FILE = (
+    "import unittest\n"
+    + CODE
+    + textwrap.dedent("""
 
     class CalcTest(unittest.TestCase):
         def test_equal(self):
@@ -291,6 +295,7 @@ UNITTEST_FILE = "import unittest\n" + CODE + textwrap.dedent("""
     if __name__ == "__main__":
         unittest.main()
 """)
+)
 
 
 def _unittest_fails(source: str, name: str) -> bool:
