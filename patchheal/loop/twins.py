@@ -89,7 +89,7 @@ def expand(ids: Sequence[str], first: TestResults | None, rng: random.Random) ->
             tests.append(test)
             continue
         under = [t for t in children(first.outcomes, test) if first.outcomes[t] == "passed"]
-        tests += rng.sample(under, MAX_CHILDREN) if len(under) > MAX_CHILDREN else under
+        tests += rng.sample(under, MAX_CHILDREN) if len(under) > MAX_CHILDREN else under or [test]
     unique = list(dict.fromkeys(tests))
     return rng.sample(unique, MAX_TESTS) if len(unique) > MAX_TESTS else unique
 
