@@ -180,6 +180,15 @@ class _Made:
         return [(f, m) for f, twin in self.twins.items() for m in twin.mutations]
 
 
+def refusal(first: str, why: str, changed: str) -> str:
+    """The reason of a `rejected_oracle`: one sentence first (the report's "why" line),
+    with the change that should have failed; what the twin run showed below it."""
+    return (
+        "the tests also passed when made impossible, so the patch makes tests pass whatever "
+        f"they check: {first}\nimpossible twin: {why}; changed: {changed}"
+    )
+
+
 def _shown(file: str, mutation: Mutation) -> str:
     return f"{file}:{mutation.line} {mutation.what}"
 
@@ -253,8 +262,7 @@ class TwinRun:
             first = _shown(*made.mutations[0])
             raise TwinEnded(
                 Outcome.REJECTED_ORACLE,
-                f"the tests also passed when made impossible ({first}), so the patch makes "
-                f"tests pass whatever they check\nimpossible twin: {why}; changed: {changed}",
+                refusal(first, why, changed),
                 log + self._log(made, result.output),
             )
         return (
