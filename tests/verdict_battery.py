@@ -13,6 +13,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -711,6 +712,8 @@ class Judged:
     baseline_runners: tuple[str, ...] = ()
     """The collectors that reported in the reproduction run (proof the channel works)."""
     outcome: str = ""
+    verify_seconds: float = 0.0
+    """Wall time of `verify()` alone (not the reproduction)."""
 
 
 def _git(repo: Path, *args: str) -> None:
@@ -763,6 +766,7 @@ def evaluate(case: Case, root: Path, harness: Harness | None = None, *, python: 
         path = repo / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
+    started = time.monotonic()
     outcome, reason, _ = verify(
         harness,
         step,
@@ -774,4 +778,5 @@ def evaluate(case: Case, root: Path, harness: Harness | None = None, *, python: 
         regression_baseline=gate.regression_baseline,
     )
     runners = gate.verdict.tests.runners if gate.verdict.tests else ()
-    return Judged(case, outcome is Outcome.FIXED, reason, runners, outcome.value)
+    seconds = time.monotonic() - started
+    return Judged(case, outcome is Outcome.FIXED, reason, runners, outcome.value, seconds)
