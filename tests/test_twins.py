@@ -150,3 +150,30 @@ def test_a_link_planted_in_the_tree_is_never_followed(tmp_path: Path) -> None:
         inplace.write(tree, saved, b"changed")
     with pytest.raises(inplace.UnsafePath):
         inplace.read(tree, "../host.txt")
+
+
+def _twin_result(
+    exit_code: int | None, outcomes: dict[str, str] | None, **kw: object
+) -> CommandResult:
+    tests = TestResults(outcomes=outcomes, runners=("pytest",)) if outcomes is not None else None
+    return CommandResult(
+        command="pytest", exit_code=exit_code, output="", duration_seconds=1.0, tests=tests, **kw
+    )
+
+
+def test_the_twin_counts_as_passed_only_when_honest_code_could_not_have_passed() -> None:
+    """Passed: a protected or the fresh test passed by id, or exit 0 without a protected
+    test seen failing. Not passed: failures by id (also under `|| true`), a timeout."""
+    from patchheal.verdict.twin import twin_passed
+
+    protected, fresh = ["t.py::test_a"], ["q8jtgev4"]
+    assert twin_passed(_twin_result(1, {"t.py::test_a": "failed"}), protected, fresh) == ""
+    assert twin_passed(_twin_result(0, {"t.py::test_a": "failed"}), protected, fresh) == ""
+    assert twin_passed(_twin_result(None, None, timed_out="wall"), protected, fresh) == ""
+    assert "passed by id" in twin_passed(
+        _twin_result(1, {"t.py::test_a": "passed"}), protected, fresh
+    )
+    fresh_passed = {"t.py::test_a": "failed", "t.py::test_q8jtgev4": "passed"}
+    assert "test_q8jtgev4" in twin_passed(_twin_result(1, fresh_passed), protected, fresh)
+    assert twin_passed(_twin_result(0, None), protected, fresh) == "the twin run exited 0"
+    assert twin_passed(_twin_result(0, {}), protected, fresh) == "the twin run exited 0"
