@@ -15,7 +15,8 @@ import pytest
 from patchheal.config import BudgetSpec, StepSpec
 from patchheal.harness.local import LocalHarness
 from patchheal.loop.reproduce import reproduce
-from patchheal.loop.twins import MAX_CHILDREN, TwinRun, expand
+from patchheal.loop.twinplan import MAX_CHILDREN, expand
+from patchheal.loop.twins import TwinRun
 from patchheal.loop.verification import verify
 from patchheal.models import CommandResult, Outcome, TestResults, Verdict
 from patchheal.workspace import inplace
