@@ -80,3 +80,5 @@ def test_docker_harness_collects_results_too(
         harness.close()
     assert judged.fixed is case.legit, f"{case.tries}: {judged.reason}"
     assert judged.baseline_runners == (case.project.split("-")[0],)
+    if case in TWIN_SPOOFS:  # the container ran the twin's changed test file
+        assert judged.outcome == "rejected_oracle", judged.reason
