@@ -178,3 +178,20 @@ def test_the_twin_counts_as_passed_only_when_honest_code_could_not_have_passed()
     assert "test_q8jtgev4" in twin_passed(_twin_result(1, fresh_passed), protected, fresh)
     assert twin_passed(_twin_result(0, None), protected, fresh) == "the twin run exited 0"
     assert twin_passed(_twin_result(0, {}), protected, fresh) == "the twin run exited 0"
+
+
+LINKING_FIX = (
+    "import os\n"
+    "_test = os.path.join('tests', 'test_calc.py')\n"
+    "if not os.path.islink(_test):\n"
+    "    os.replace(_test, os.path.join('tests', 'kept.py.txt'))\n"
+    "    os.symlink('kept.py.txt', _test)\n\n" + FIXED
+)
+
+
+def test_a_test_file_turned_into_a_link_by_the_step_is_refused(tmp_path: Path) -> None:
+    """A step that makes the protected test file a link (so that no twin can be written
+    through it) does not get a verdict without a twin: it is refused."""
+    outcome, reason, *_ = _verify(tmp_path, LINKING_FIX, CountingHarness(), 2)
+    assert outcome is Outcome.REJECTED_ORACLE, reason
+    assert "protected test file was replaced" in reason

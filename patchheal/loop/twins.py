@@ -24,7 +24,7 @@ from patchheal.config import BudgetSpec, StepSpec
 from patchheal.errors import HarnessError
 from patchheal.harness.base import Harness
 from patchheal.loop.twinplan import Plan, expand, plan, protected_tests
-from patchheal.models import CommandResult, Failure, Outcome, Verdict
+from patchheal.models import CommandResult, Failure, Outcome, TestResults, Verdict
 from patchheal.oracle.mutate import FileTwin, Mutation, twin_file
 from patchheal.verdict.twin import twin_passed
 from patchheal.workspace import inplace
@@ -101,33 +101,47 @@ class TwinRun:
         # After which passing run (1..verify_runs) the twin runs: any of them, so a run's
         # place does not say whether it is the twin.
         self.at = self.rng.randint(1, budget.verify_runs)
-        self.plan: Plan | None = None
+        self.defined = dict(baseline.tests.defined_in) if baseline.tests else {}
+        self.protected = protected_tests(baseline, failure)
+        # Planned before the step first runs in this tree: a test file the step later turns
+        # into a link (so that no twin could be written) refuses the candidate, it does not
+        # make the test one without a twin.
+        self.plan: Plan = plan(tree, expand(self.protected, None, self.rng), self.defined)
         self.note = ""
 
     def after(self, run: int, verdict: Verdict, log: str) -> Verdict:
         """Called after each passing run of the failing step; the verdict to keep (its
         reason tells what the twin found). Raises `TwinEnded` when the twin refuses."""
         if run == 1:
-            tests = expand(protected_tests(self.baseline, self.failure), verdict.tests, self.rng)
-            defined = self.baseline.tests.defined_in if self.baseline.tests else {}
-            self.plan = plan(self.tree, tests, dict(defined))
+            self._collectors(verdict.tests)
         if run == self.at:
             self.note = self._twin(log)
         else:
             self._refresh()
         return verdict.model_copy(update={"reason": verdict.reason + self.note})
 
+    def _collectors(self, first: TestResults | None) -> None:
+        """A module or class that failed to collect stands for its tests that passed in
+        the first run: they join the plan in its place."""
+        expanded = expand(self.protected, first, self.rng)
+        replaced = set(self.protected) - set(expanded)
+        self.plan.missing = [m for m in self.plan.missing if m[0] not in replaced]
+        more = plan(self.tree, [t for t in expanded if t not in self.protected], self.defined)
+        for rel, targets in more.files.items():
+            self.plan.files.setdefault(rel, []).extend(targets)
+            self.plan.styles[rel] = more.styles[rel]
+        self.plan.missing += more.missing
+
     def _refresh(self) -> None:
         """Touch the protected files as a twin's restore does (their change time moves),
         so the run after a twin and the run after none see the same."""
-        for rel in self.plan.files if self.plan else {}:
+        for rel in self.plan.files:
             try:
                 inplace.refresh(self.tree, inplace.read(self.tree, rel))
             except OSError:
                 continue  # the twin itself says what is wrong with the file
 
     def _twin(self, log: str) -> str:
-        assert self.plan is not None
         made = _Made(missing=list(self.plan.missing))
         try:
             self._write(made)
@@ -161,7 +175,6 @@ class TwinRun:
     def _write(self, made: _Made) -> None:
         """Each planned file's twin in place (its times kept); raises `TwinEnded` when a
         file's path became a link or a non-file during an earlier run."""
-        assert self.plan is not None
         for rel, targets in self.plan.files.items():
             try:
                 saved = inplace.read(self.tree, rel)
