@@ -63,6 +63,7 @@ def _verify(tmp_path: Path, calc: str, harness: LocalHarness, runs: int = 2) -> 
     return outcome, reason, log, repo, before
 
 
+@pytest.mark.slow
 def test_a_real_fix_passes_and_the_test_file_is_put_back_exactly(tmp_path: Path) -> None:
     """The twin ran (one more run than verify_runs, its test failing by id) and the test
     file is back byte for byte, with its modification time and inode."""
@@ -81,6 +82,7 @@ def test_a_real_fix_passes_and_the_test_file_is_put_back_exactly(tmp_path: Path)
     assert (repo / TEST_FILE).stat().st_ino == inode
 
 
+@pytest.mark.slow
 def test_the_twin_runs_only_after_a_pass(tmp_path: Path) -> None:
     """Cost: a candidate whose first run fails gets no twin (one run); one that passes
     gets exactly one more run than `verify_runs`."""
@@ -189,6 +191,7 @@ LINKING_FIX = (
 )
 
 
+@pytest.mark.slow
 def test_a_test_file_turned_into_a_link_by_the_step_is_refused(tmp_path: Path) -> None:
     """A step that makes the protected test file a link (so that no twin can be written
     through it) does not get a verdict without a twin: it is refused."""
