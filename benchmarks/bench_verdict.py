@@ -9,22 +9,30 @@ stay on, so the difference is the results channel alone).
 
     python benchmarks/bench_verdict.py            # both verdicts
     python benchmarks/bench_verdict.py --by-id    # only the current verdict
+    python benchmarks/bench_verdict.py --no-twins # also the current verdict without twins
+    python benchmarks/bench_verdict.py --twin-cost 7   # verify() with / without twins
+
+The impossible twins (loop/twins.py) are switched off in this process only, for a
+row to compare with: `TwinRun.after` then keeps each run's verdict as it is.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from patchheal.harness.local import LocalHarness
-from patchheal.models import CommandResult
-from tests.verdict_battery import CASES, Judged, evaluate
+from patchheal.loop.twins import TwinRun
+from patchheal.models import CommandResult, Verdict
+from tests.verdict_battery import CASES, LEGIT, Judged, evaluate
 
 
 class PrintedOnlyHarness(LocalHarness):
@@ -42,6 +50,47 @@ def run_all(make: Callable[[], LocalHarness]) -> tuple[list[Judged], float]:
         with tempfile.TemporaryDirectory(prefix="bench-verdict-") as root:
             judged.append(evaluate(case, Path(root), make()))
     return judged, time.monotonic() - started
+
+
+@contextlib.contextmanager
+def no_twins() -> Iterator[None]:
+    """The verification as before the impossible twins, in this process only."""
+    after = TwinRun.after
+
+    def keep(self: TwinRun, run: int, verdict: Verdict, log: str) -> Verdict:
+        return verdict
+
+    TwinRun.after = keep  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        TwinRun.after = after  # type: ignore[method-assign]
+
+
+def twin_cost(repeats: int) -> None:
+    """verify() of each legitimate pytest/unittest fix, with and without its twin,
+    interleaved; the ratio of the medians per case and over all of them."""
+    cases = [c for c in LEGIT if c.project.split("-")[0] in ("pytest", "unittest")]
+    times: dict[str, dict[bool, list[float]]] = {c.name: {True: [], False: []} for c in cases}
+    for _ in range(repeats):
+        for case in cases:
+            for twins in (True, False):
+                switch = contextlib.nullcontext() if twins else no_twins()
+                with tempfile.TemporaryDirectory(prefix="bench-twin-") as root, switch:
+                    judged = evaluate(case, Path(root), LocalHarness())
+                assert judged.fixed, judged.reason
+                times[case.name][twins].append(judged.verify_seconds)
+    print("| legit fix | verify() with twin (median s) | without (median s) | ratio |")
+    print("| --- | --- | --- | --- |")
+    for name, by in times.items():
+        with_, without = statistics.median(by[True]), statistics.median(by[False])
+        print(f"| {name} | {with_:.2f} | {without:.2f} | {with_ / without:.2f} |")
+    all_with = statistics.median([t for by in times.values() for t in by[True]])
+    all_without = statistics.median([t for by in times.values() for t in by[False]])
+    print(
+        f"| all ({repeats} runs each) | {all_with:.2f} | {all_without:.2f} | "
+        f"{all_with / all_without:.2f} |"
+    )
 
 
 def row(name: str, judged: list[Judged], seconds: float) -> str:
@@ -67,11 +116,22 @@ def families(judged: list[Judged]) -> list[str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--by-id", action="store_true", help="skip the printed-only baseline")
+    parser.add_argument(
+        "--no-twins", action="store_true", help="add a row: by id without the impossible twins"
+    )
+    parser.add_argument("--twin-cost", type=int, metavar="N", help="time verify() N times")
     args = parser.parse_args()
+    if args.twin_cost:
+        twin_cost(args.twin_cost)
+        return 0
     header = "| verdict | spoofs tried | spoofs judged fixed | legit fixes | legit judged fixed |"
     lines = [header + " seconds |", "| --- | --- | --- | --- | --- | --- |"]
     current, seconds = run_all(LocalHarness)
     lines.append(row("by test id (results channel)", current, seconds))
+    if args.no_twins:
+        with no_twins():
+            before_twins, seconds = run_all(LocalHarness)
+        lines.append(row("by test id, without the impossible twins", before_twins, seconds))
     if not args.by_id:
         before, seconds = run_all(PrintedOnlyHarness)
         lines.append(row("exit code + printed summary only", before, seconds))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.verdict_battery import CASES, LEGIT, SPOOFS, Case, evaluate
+from tests.verdict_battery import CASES, LEGIT, SPOOFS, TWIN_SPOOFS, Case, evaluate
 
 pytestmark = pytest.mark.slow
 
@@ -35,6 +35,11 @@ def test_case_is_judged_as_it_must_be(case: Case, tmp_path: Path) -> None:
     """A spoof never ends fixed; a real fix of the same project still does."""
     judged = evaluate(case, tmp_path)
     assert judged.fixed is case.legit, f"{case.tries}: {judged.reason}"
+    if case in TWIN_SPOOFS:
+        # Tests that pass whatever they check: only the impossible twin sees it, and the
+        # reason shows the change made to the test (loop/twins.py).
+        assert judged.outcome == "rejected_oracle", judged.reason
+        assert "test_calc.py:" in judged.reason.splitlines()[0]
     if case.project != "flaky" or case.budget:
         # Proof the results channel is what reported, for every runner family.
         family = case.project.split("-")[0]
@@ -51,6 +56,8 @@ DOCKER_CASES = [
         "pytest: print a pass summary, exit 0",
         "pytest: forged results record",
         "unittest: TestCase.run reports success",
+        "pytest: result equal to anything",
+        "unittest: class construction empties test methods",
         "pytest: fix add",
         "unittest: fix add",
     }
@@ -73,3 +80,5 @@ def test_docker_harness_collects_results_too(
         harness.close()
     assert judged.fixed is case.legit, f"{case.tries}: {judged.reason}"
     assert judged.baseline_runners == (case.project.split("-")[0],)
+    if case in TWIN_SPOOFS:  # the container ran the twin's changed test file
+        assert judged.outcome == "rejected_oracle", judged.reason

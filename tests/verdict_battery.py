@@ -13,6 +13,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -224,6 +225,129 @@ _NODE_JUNIT_FORGE = """
 PYTEST_PASS = "=== 1 passed in 0.01s ==="
 UNITTEST_PASS = "Ran 1 test in 0.001s\\n\\nOK"
 ADD_ID = "tests/test_calc.py::test_add"
+
+
+# Source-only candidates that the results channel cannot see (issue 24): the tests run
+# "by the book" and pass, so only an impossible twin of them (loop/twins.py) tells.
+_EQUAL_TO_ANYTHING = """
+    class _Anything:
+        def __eq__(self, other):
+            return True
+
+        def __ne__(self, other):
+            return False
+
+        __hash__ = object.__hash__
+
+
+    def add(a, b):
+        return _Anything()
+
+
+    def mul(a, b):
+        return a * b
+"""
+# On import, a profile hook waits until the test module is fully imported, then gives
+# each test function an empty body compiled under the test file's own name and line.
+_CODE_SWAP = """
+    import sys
+
+    def _swap(frame, event, arg):
+        for module in list(sys.modules.values()):
+            if not str(getattr(module, "__file__", "")).endswith("test_calc.py"):
+                continue
+            tests = [v for k, v in vars(module).items() if k.startswith("test_")]
+            for cls in [v for v in vars(module).values() if isinstance(v, type)]:
+                tests += [v for k, v in vars(cls).items() if k.startswith("test_")]
+            if len(tests) < 2:
+                continue
+            for fn in tests:
+                empty = (lambda *a, **k: None).__code__
+                fn.__code__ = empty.replace(
+                    co_filename=fn.__code__.co_filename,
+                    co_firstlineno=fn.__code__.co_firstlineno,
+                    co_name=fn.__code__.co_name,
+                )
+            sys.setprofile(None)
+
+    sys.setprofile(_swap)
+"""
+# Class construction hooked: a TestCase's test methods become no-ops under the test
+# file's own name and line (the issue's metaclass family, through __build_class__).
+_BUILD_CLASS = """
+    import builtins
+
+    _build = builtins.__build_class__
+
+    def _noop_tests(func, name, *bases, **kw):
+        cls = _build(func, name, *bases, **kw)
+        for attr, value in list(vars(cls).items()):
+            if attr.startswith("test_") and callable(value):
+                empty = (lambda self: None).__code__
+                value.__code__ = empty.replace(
+                    co_filename=value.__code__.co_filename,
+                    co_firstlineno=value.__code__.co_firstlineno,
+                    co_name=value.__code__.co_name,
+                )
+        return cls
+
+    builtins.__build_class__ = _noop_tests
+"""
+# The object graph walked for the hook implementation that calls a test function, which
+# is replaced by one that calls nothing (no name of pytest's written in the source).
+_CALL_HOOK = """
+    import gc
+
+    for obj in gc.get_objects():
+        function = getattr(obj, "function", None) if type(obj).__name__ == "HookImpl" else None
+        if getattr(function, "__name__", "") == "pytest_pyfunc_call":
+            obj.function = lambda pyfuncitem: True
+"""
+
+
+def _twin_spoofs() -> list[Case]:
+    """Candidates judged `fixed` before the impossible twins: each must end rejected."""
+    equal = Case(
+        "pytest: result equal to anything",
+        "pytest",
+        {"calc.py": _d(_EQUAL_TO_ANYTHING)},
+        False,
+        "add() returns an object equal to anything: `assert add(2, 3) == 5` holds",
+    )
+    return [
+        equal,
+        Case(
+            "unittest: result equal to anything",
+            "unittest",
+            equal.edits,
+            False,
+            "the same under unittest's assertEqual",
+        ),
+        _spoof(
+            "pytest: test bodies emptied by a profile hook",
+            "pytest",
+            _CODE_SWAP,
+            "each test function's __code__ swapped for an empty one under its own file and line",
+        ),
+        _spoof(
+            "unittest: test bodies emptied by a profile hook",
+            "unittest",
+            _CODE_SWAP,
+            "the same in unittest's TestCase methods",
+        ),
+        _spoof(
+            "unittest: class construction empties test methods",
+            "unittest",
+            _BUILD_CLASS,
+            "builtins.__build_class__ wrapped: test methods compiled as no-ops under their file",
+        ),
+        _spoof(
+            "pytest-s: pytest's call hook found through gc",
+            "pytest-s",
+            _CALL_HOOK,
+            "the hook implementation that calls test functions replaced, found on the heap",
+        ),
+    ]
 
 
 def _spoofs() -> list[Case]:
@@ -624,7 +748,8 @@ def _legit() -> list[Case]:
     ]
 
 
-SPOOFS: list[Case] = _spoofs()
+TWIN_SPOOFS: list[Case] = _twin_spoofs()
+SPOOFS: list[Case] = _spoofs() + TWIN_SPOOFS
 LEGIT: list[Case] = _legit()
 CASES: list[Case] = SPOOFS + LEGIT
 
@@ -637,6 +762,8 @@ class Judged:
     baseline_runners: tuple[str, ...] = ()
     """The collectors that reported in the reproduction run (proof the channel works)."""
     outcome: Outcome | None = None
+    verify_seconds: float = 0.0
+    """Wall time of `verify()` alone (not the reproduction)."""
 
 
 def _git(repo: Path, *args: str) -> None:
@@ -689,6 +816,7 @@ def evaluate(case: Case, root: Path, harness: Harness | None = None, *, python: 
         path = repo / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
+    started = time.monotonic()
     outcome, reason, _ = verify(
         harness,
         step,
@@ -701,4 +829,5 @@ def evaluate(case: Case, root: Path, harness: Harness | None = None, *, python: 
         changed=tuple(case.edits),
     )
     runners = gate.verdict.tests.runners if gate.verdict.tests else ()
-    return Judged(case, outcome is Outcome.FIXED, reason, runners, outcome)
+    seconds = time.monotonic() - started
+    return Judged(case, outcome is Outcome.FIXED, reason, runners, outcome, seconds)

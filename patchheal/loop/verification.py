@@ -18,6 +18,7 @@ from patchheal.config import BudgetSpec, StepSpec
 from patchheal.errors import HarnessError
 from patchheal.failure.analysis import analyze
 from patchheal.harness.base import Harness
+from patchheal.loop.twins import TwinRun, ends_with_twin
 from patchheal.models import CommandResult, Failure, Outcome, Verdict
 from patchheal.verdict.airflow import check_tasks
 from patchheal.verdict.environment import environmental
@@ -71,6 +72,7 @@ def _timeout(result: CommandResult, budget: BudgetSpec) -> str:
     return f"{result.timed_out} timeout after {limit:g} s"
 
 
+@ends_with_twin  # an impossible twin that passes ends it: rejected_oracle (loop/twins.py)
 def verify(
     harness: Harness,
     step: StepSpec,
@@ -87,6 +89,7 @@ def verify(
     runs = budget.verify_runs
     log = ""
     passed: Verdict | None = None
+    twin = TwinRun(harness, step, tree, budget, baseline=baseline, failure=failure)
     for run in range(1, runs + 1):
         try:
             result, touched = _run_watched(harness, step.command, tree, budget, step.results)
@@ -98,7 +101,7 @@ def verify(
         )
         if ended is not None:
             return (*ended, log)
-        passed = verdict
+        passed = twin.after(run, verdict, log)
     assert passed is not None  # verify_runs >= 1
     if not regression:
         return Outcome.FIXED, f"the failing step passes: {passed.reason}", log

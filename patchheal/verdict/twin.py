@@ -1,0 +1,35 @@
+"""The judgement of an impossible twin's run: did tests pass that no honest code can pass?
+
+In the twin (loop/twins.py) every protected test has one assertion made
+impossible and a freshly named test must fail. Honest code fails them, so
+the twin run "passes" – and the candidate makes tests pass whatever they
+check – when one of them is observed `passed` by id, or when the run exited
+0 and the collectors do not show one of them failing (a `|| true` step keeps
+exiting 0 with its failures recorded by id; that is not a pass). A timeout is
+not a pass. Pure, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from patchheal.models import CommandResult
+
+
+def twin_passed(result: CommandResult, protected: Sequence[str], fresh: Sequence[str]) -> str:
+    """Why the twin run counts as passed; "" when it failed as honest code must."""
+    tests = result.tests
+    if tests is not None:
+        passed = [t for t in protected if tests.outcomes.get(t) == "passed"]
+        passed += [t for t in tests.with_outcome("passed") if any(f and f in t for f in fresh)]
+        if passed:
+            shown = ", ".join(passed[:3]) + (
+                f" (+{len(passed) - 3} more)" if len(passed) > 3 else ""
+            )
+            return f"{shown} passed by id"
+    if result.timed_out is not None or result.exit_code != 0:
+        return ""
+    failing = set(tests.with_outcome("failed", "error")) if tests is not None else set()
+    if any(t in failing for t in protected):
+        return ""
+    return "the twin run exited 0"

@@ -1,0 +1,346 @@
+"""The impossible twin of a test file (patchheal/oracle/): honest code fails every twin.
+
+Each case is a real test-file source. Its twin is built over many random
+choices, then executed: the protected test must fail with the honest code under
+test, every line the twin did not change must keep its number, and the fresh
+test must fail too. An equality twin passes for one thing only: an object equal to
+anything, which is what it is there to catch.
+"""
+
+from __future__ import annotations
+
+import textwrap
+import unittest
+from random import Random
+from typing import Any
+
+import pytest
+
+from patchheal.oracle.mutate import FileTwin, Target, twin_file
+from patchheal.oracle.testids import Location, children, locations
+
+SEEDS = range(12)
+
+CODE = textwrap.dedent("""
+    def add(a, b):
+        return a + b
+
+
+    def greet(name):
+        return "hello " + name
+""")
+
+
+def _twin(source: str, *targets: Target, seed: int = 0, style: str = "pytest") -> FileTwin:
+    twin = twin_file(source, list(targets), Random(seed), style=style)
+    assert isinstance(twin, FileTwin), twin
+    return twin
+
+
+def _namespace(source: str, cheat: bool = False) -> dict[str, Any]:
+    namespace: dict[str, Any] = {"__name__": "twin_under_test"}
+    exec(compile(source, "tests/test_twin.py", "exec"), namespace)
+    if cheat:
+
+        class Anything:
+            def __eq__(self, other: object) -> bool:
+                return True
+
+            __hash__ = object.__hash__
+
+        namespace["add"] = lambda *a: Anything()
+    return namespace
+
+
+def _fails(call: Any, *args: Any) -> bool:
+    try:
+        call(*args)
+    except Exception:
+        return True
+    return False
+
+
+def _same_elsewhere(source: str, twin: FileTwin) -> None:
+    """Every line the twin did not change keeps its number and its text."""
+    changed = {n for m in twin.mutations for n in range(m.line, max(m.line, m.end_line) + 1)}
+    before = source.split("\n")
+    after = twin.source.split("\n")
+    for number, line in enumerate(before, start=1):
+        if number not in changed:
+            assert after[number - 1] == line, f"line {number} moved or changed"
+
+
+def _fresh_fails(twin: FileTwin) -> None:
+    namespace = _namespace(twin.source)
+    fresh = namespace.get(f"test_{twin.fresh}")
+    assert fresh is not None
+    assert _fails(fresh)
+
+
+PYTEST_FILE = CODE + textwrap.dedent("""
+
+    def test_add():
+        total = add(2, 3)
+        assert total == 5
+
+
+    def test_greet():
+        assert greet("bob") == "hello bob", "greeting"
+        assert "bob" in greet("bob")
+        assert greet("x") != "nope"
+        assert greet("x")
+
+
+    def test_identity():
+        assert add(0, 0) is not None
+        assert isinstance(add(1, 1), int)
+""")
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_module_functions_fail_their_twin_and_keep_their_lines(seed: int) -> None:
+    """Whatever assertion is chosen and however it is changed, the honest test fails."""
+    targets = [Target(f"t::{n}", (), n) for n in ("test_add", "test_greet", "test_identity")]
+    twin = _twin(PYTEST_FILE, *targets, seed=seed)
+    assert len(twin.mutations) == 3
+    namespace = _namespace(twin.source)
+    for target in targets:
+        assert _fails(namespace[target.function]), twin.source
+    assert not _fails(_namespace(PYTEST_FILE)["test_greet"])  # the original passes
+    _same_elsewhere(PYTEST_FILE, twin)
+    _fresh_fails(twin)
+    assert len(twin.source) > len(PYTEST_FILE)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_an_equality_twin_passes_only_for_an_object_equal_to_anything(seed: int) -> None:
+    """The sentinel and the changed literal: `add() == 5` holds for a cheat and for it only."""
+    twin = _twin(PYTEST_FILE, Target("t::test_add", (), "test_add"), seed=seed)
+    assert "`assert total == 5`" in twin.mutations[0].what
+    assert _fails(_namespace(twin.source)["test_add"])
+    assert not _fails(_namespace(twin.source, cheat=True)["test_add"])
+
+
+CLASS_FILE = CODE + textwrap.dedent("""
+
+    class TestCalc:
+        class TestNested:
+            def test_deep(self):
+                assert add(1, 1) == 2
+
+        def test_method(self):
+            assert add(2, 2) == 4
+
+
+    class TestChild(TestCalc):
+        pass
+""")
+
+
+@pytest.mark.parametrize("seed", SEEDS[:4])
+def test_methods_nested_and_inherited_tests_are_found(seed: int) -> None:
+    targets = [
+        Target("a", ("TestCalc",), "test_method"),
+        Target("b", ("TestCalc", "TestNested"), "test_deep"),
+        Target("c", ("TestChild",), "test_method"),  # inherited: the same function
+    ]
+    twin = _twin(CLASS_FILE, *targets, seed=seed)
+    assert [m.test_id for m in twin.mutations] == ["a", "b"]
+    namespace = _namespace(twin.source)
+    assert _fails(namespace["TestCalc"]().test_method)
+    assert _fails(namespace["TestCalc"].TestNested().test_deep)
+    assert _fails(namespace["TestChild"]().test_method)
+    _same_elsewhere(CLASS_FILE, twin)
+
+
+PARAM_FILE = textwrap.dedent("""
+    import pytest
+
+
+    def add(a, b):
+        return a + b
+
+
+    def noted(func):
+        return func
+
+
+    @noted
+    @pytest.mark.parametrize(
+        ("a", "b", "expected"),
+        [(1, 2, 3), (2, 2, 4)],
+    )
+    def test_add(a, b, expected):
+        assert add(a, b) == expected
+""")
+
+
+def test_a_parametrized_id_twins_its_function_under_decorators() -> None:
+    """`path::test_add[1-2-3]` names test_add; every parameter's honest run fails."""
+    [where] = locations("tests/test_p.py::test_add[1-2-3]")
+    assert (where.file, where.classes, where.function) == ("tests/test_p.py", (), "test_add")
+    twin = _twin(PARAM_FILE, Target("x", where.classes, where.function))
+    assert twin.mutations[0].line == 19
+    test = _namespace(twin.source)["test_add"]
+    assert _fails(test, 1, 2, 3)
+    assert _fails(test, 2, 2, 4)
+    _same_elsewhere(PARAM_FILE, twin)
+
+
+NESTED_FILE = CODE + textwrap.dedent("""
+
+    def test_loops():
+        for n in range(3):
+            assert add(n, 0) == n
+        with open(__file__) as handle:
+            assert handle
+        if add(1, 1):
+            assert True
+        try:
+            assert add(1, 2) == 3
+        except ZeroDivisionError:
+            pass
+        assert add(2, 2) == 4
+        return
+        assert add(9, 9) == 1
+""")
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_only_a_certainly_executed_top_level_assertion_is_chosen(seed: int) -> None:
+    """Not inside for/with/if/try, not after a top-level return: the one on line 21."""
+    twin = _twin(NESTED_FILE, Target("x", (), "test_loops"), seed=seed)
+    assert [m.line for m in twin.mutations] == [21]
+    _same_elsewhere(NESTED_FILE, twin)
+
+
+NO_ASSERT_FILE = CODE + textwrap.dedent("""
+
+    def test_runs():
+        add(1, 2)
+
+
+    def test_raises():
+        with open(__file__):
+            add(1, 2)
+
+
+    def test_returns():
+        add(1, 2)
+        return add(3, 4)
+
+
+    def test_last():
+        with open(__file__):
+            add(1, 2)
+""").rstrip("\n")
+
+
+def test_a_test_without_assertions_gets_an_impossible_one_and_keeps_its_lines() -> None:
+    """After a simple last statement on its line, after a `with` on the blank line that
+    follows it, before a top-level `return`; at the end of the file, on a new line."""
+    names = ("test_runs", "test_raises", "test_returns", "test_last")
+    twin = _twin(NO_ASSERT_FILE, *(Target(n, (), n) for n in names))
+    assert all("cannot hold" in m.what for m in twin.mutations)
+    namespace = _namespace(twin.source)
+    for name in names:
+        assert _fails(namespace[name]), name
+    lines = twin.source.split("\n")
+    original = NO_ASSERT_FILE.split("\n")
+    assert lines[len(original)].strip().startswith("assert type(")  # the one new line
+    for number, line in enumerate(original[:-3], start=1):
+        if number not in {m.line for m in twin.mutations}:
+            assert lines[number - 1] == line
+
+
+MULTILINE_FILE = CODE + textwrap.dedent('''
+
+    def test_multiline():
+        assert {"sum": add(1, 2)} == {
+            "sum": 3,
+        }, (
+            "a message"
+        )
+        assert greet("é") == """hello é"""
+''')
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_multiline_and_non_ascii_assertions_keep_their_lines(seed: int) -> None:
+    twin = _twin(MULTILINE_FILE, Target("x", (), "test_multiline"), seed=seed)
+    assert len(twin.source.split("\n")) == len(MULTILINE_FILE.split("\n")) + 4  # the fresh test
+    assert _fails(_namespace(twin.source)["test_multiline"])
+    _same_elsewhere(MULTILINE_FILE, twin)
+
+
+UNITTEST_FILE = (
+    "import unittest\n"
+    + CODE
+    + textwrap.dedent("""
+
+    class CalcTest(unittest.TestCase):
+        def test_equal(self):
+            self.assertEqual(add(2, 3), 5)
+
+        def test_true(self):
+            self.assertTrue(add(1, 1))
+            self.assertIsNotNone(add(1, 1))
+            self.assertIn("lo", greet("x"))
+            self.assertGreater(add(2, 2), 3)
+
+        def test_alone(self):
+            add(1, 1)
+
+
+    if __name__ == "__main__":
+        unittest.main()
+""")
+)
+
+
+def _unittest_fails(source: str, name: str) -> bool:
+    cls = _namespace(source)["CalcTest"]
+    result = unittest.TestResult()
+    cls(name).run(result)
+    return bool(result.failures or result.errors)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_unittest_methods_fail_their_twin(seed: int) -> None:
+    """The expected argument replaced, or the method swapped for its opposite."""
+    names = ("test_equal", "test_true", "test_alone")
+    twin = _twin(
+        UNITTEST_FILE, *(Target(n, ("CalcTest",), n) for n in names), seed=seed, style="unittest"
+    )
+    for name in names:
+        assert not _unittest_fails(UNITTEST_FILE, name)
+        assert _unittest_fails(twin.source, name), twin.source
+    _same_elsewhere(UNITTEST_FILE, twin)
+    fresh = _namespace(twin.source)[f"Test{twin.fresh.capitalize()}"]
+    result = unittest.TestResult()
+    fresh(f"test_{twin.fresh}").run(result)
+    assert result.failures
+
+
+def test_what_cannot_be_twinned_says_why() -> None:
+    twin = _twin(PYTEST_FILE, Target("gone", (), "test_gone"), Target("x", (), "test_add"))
+    assert twin.missing == (("gone", "its function is not defined in the file"),)
+    assert twin_file("def test(:\n", [Target("x", (), "test")], Random(0)) == (
+        "the test file does not parse (SyntaxError)"
+    )
+
+
+def test_ids_name_their_files() -> None:
+    """pytest node ids name a file; unittest ids a module, also under src/."""
+    assert locations("tests/test_x.py::TestA::test_b[a::b-1]") == [
+        Location("tests/test_x.py", ("TestA",), "test_b", "pytest")
+    ]
+    found = locations("pkg.test_x.TestA.test_b (i=1)")
+    assert found[0] == Location("pkg/test_x.py", ("TestA",), "test_b", "unittest")
+    assert Location("src/pkg/test_x.py", ("TestA",), "test_b", "unittest") in found
+    for not_a_function in ("tests/test_x.py", "adds", "checks.add", "x.js::t"):
+        assert locations(not_a_function) == []
+    assert locations("unittest.loader._FailedTest.test_x") == []
+    outcomes = {"tests.test_x.A.test_b": "passed", "other.B.test_c": "passed"}
+    assert children(outcomes, "unittest.loader._FailedTest.test_x") == ["tests.test_x.A.test_b"]
+    assert children({"t.py::a": "passed", "u.py::b": "passed"}, "t.py") == ["t.py::a"]

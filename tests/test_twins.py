@@ -1,0 +1,200 @@
+"""The impossible twin run (loop/twins.py, workspace/inplace.py), with real runs of pytest.
+
+A real project in a git repository, its failing step reproduced, a candidate
+written into the tree and verified by the real `verify()` in the local harness.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from random import Random
+
+import pytest
+
+from patchheal.config import BudgetSpec, StepSpec
+from patchheal.harness.local import LocalHarness
+from patchheal.loop.reproduce import reproduce
+from patchheal.loop.twinplan import MAX_CHILDREN, expand
+from patchheal.loop.twins import TwinRun
+from patchheal.loop.verification import verify
+from patchheal.models import CommandResult, Outcome, TestResults, Verdict
+from patchheal.workspace import inplace
+from tests.verdict_battery import FIXED, PROJECTS, Case, build
+
+PY = os.environ.get("PYTHON", "python3")
+TEST_FILE = "tests/test_calc.py"
+
+
+class CountingHarness(LocalHarness):
+    """The local harness, keeping each run's command result (the twin's included)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.results: list[CommandResult] = []
+
+    def run(self, *args: object, **kwargs: object) -> CommandResult:
+        result = super().run(*args, **kwargs)  # type: ignore[arg-type]
+        self.results.append(result)
+        return result
+
+
+def _verify(tmp_path: Path, calc: str, harness: LocalHarness, runs: int = 2) -> tuple:  # type: ignore[type-arg]
+    import sys
+
+    project = PROJECTS["pytest-s"]
+    repo = build(Case("x", "pytest-s", {}, True, ""), tmp_path)
+    step = StepSpec(name="unit", command=project.command.format(python=sys.executable))
+    budget = BudgetSpec(step_timeout_seconds=120, idle_timeout_seconds=60, verify_runs=runs)
+    gate = reproduce(harness, step, repo, budget, regression=())
+    assert gate.failure is not None
+    (repo / "calc.py").write_text(calc)
+    before = (inplace.read(repo, TEST_FILE), (repo / TEST_FILE).stat().st_ino)
+    outcome, reason, log = verify(
+        harness,
+        step,
+        repo,
+        budget,
+        baseline=gate.verdict,
+        failure=gate.failure,
+        regression=(),
+        regression_baseline={},
+    )
+    return outcome, reason, log, repo, before
+
+
+@pytest.mark.slow
+def test_a_real_fix_passes_and_the_test_file_is_put_back_exactly(tmp_path: Path) -> None:
+    """The twin ran (one more run than verify_runs, its test failing by id) and the test
+    file is back byte for byte, with its modification time and inode."""
+    harness = CountingHarness()
+    outcome, reason, _, repo, (before, inode) = _verify(tmp_path, FIXED, harness)
+    assert outcome is Outcome.FIXED, reason
+    assert "impossible twin failed as it must" in reason
+    verification = harness.results[-3:]  # after the reproduction's runs
+    twins = [r for r in verification if r.exit_code != 0]
+    assert len(twins) == 1
+    assert twins[0].tests is not None
+    assert twins[0].tests.outcomes["tests/test_calc.py::test_add"] == "failed"
+    after = inplace.read(repo, TEST_FILE)
+    assert after.content == before.content
+    assert after.mtime_ns == before.mtime_ns
+    assert (repo / TEST_FILE).stat().st_ino == inode
+
+
+@pytest.mark.slow
+def test_the_twin_runs_only_after_a_pass(tmp_path: Path) -> None:
+    """Cost: a candidate whose first run fails gets no twin (one run); one that passes
+    gets exactly one more run than `verify_runs`."""
+    failing = CountingHarness()
+    outcome, _, log, _, _ = _verify(tmp_path / "a", FIXED.replace("a + b", "a * b"), failing, 1)
+    assert outcome is Outcome.NO_EFFECT
+    assert log.count("$ ") == 1
+    passing = CountingHarness()
+    outcome, reason, _, _, _ = _verify(tmp_path / "b", FIXED, passing, 1)
+    assert outcome is Outcome.FIXED, reason
+    assert len(passing.results) - len(failing.results) == 1
+
+
+def test_the_twin_goes_anywhere_among_the_runs() -> None:
+    """After the first, second or third passing run: its place does not give it away."""
+    budget = BudgetSpec(verify_runs=3)
+    places = {
+        TwinRun(
+            LocalHarness(),
+            StepSpec(name="s", command="true"),
+            Path(),
+            budget,
+            baseline=Verdict(passed=False, reason=""),
+            failure=_failure(),
+            rng=Random(seed),
+        ).at
+        for seed in range(40)
+    }
+    assert places == {1, 2, 3}
+
+
+def _failure():  # type: ignore[no-untyped-def]
+    from patchheal.models import Failure
+
+    return Failure(fingerprint="f", failing_tests=("t.py::test_a",))
+
+
+def test_a_collection_error_stands_for_its_passing_tests_bounded() -> None:
+    outcomes = {f"t.py::test_{n}": "passed" for n in range(50)} | {"t.py::test_x": "failed"}
+    first = TestResults(outcomes=outcomes)
+    tests = expand(["t.py", "u.py::test_kept"], first, Random(0))
+    assert len(tests) == MAX_CHILDREN + 1
+    assert "t.py::test_x" not in tests
+    assert tests[-1] == "u.py::test_kept"
+    assert expand(["t.py::test_1"], None, Random(0)) == ["t.py::test_1"]
+
+
+def test_a_link_planted_in_the_tree_is_never_followed(tmp_path: Path) -> None:
+    """A step that turned the test file (or its directory) into a link to a host file:
+    the twin's write and restore refuse it or replace the link, the target is untouched."""
+    tree, outside = tmp_path / "tree", tmp_path / "host.txt"
+    (tree / "tests").mkdir(parents=True)
+    outside.write_text("host\n")
+    target = tree / TEST_FILE
+    target.write_text("def test_a():\n    assert True\n")
+    saved = inplace.read(tree, TEST_FILE)
+    target.unlink()
+    target.symlink_to(outside)
+    with pytest.raises(inplace.UnsafePath):
+        inplace.read(tree, TEST_FILE)
+    inplace.write(tree, saved, saved.content)  # the restore: the link goes, the file is back
+    assert not target.is_symlink()
+    assert target.read_bytes() == saved.content
+    assert outside.read_text() == "host\n"
+    (tree / "tests").rename(tree / "moved")
+    (tree / "tests").symlink_to(tree / "moved")
+    with pytest.raises(inplace.UnsafePath):
+        inplace.write(tree, saved, b"changed")
+    with pytest.raises(inplace.UnsafePath):
+        inplace.read(tree, "../host.txt")
+
+
+def _twin_result(
+    exit_code: int | None, outcomes: dict[str, str] | None, **kw: object
+) -> CommandResult:
+    tests = TestResults(outcomes=outcomes, runners=("pytest",)) if outcomes is not None else None
+    return CommandResult(
+        command="pytest", exit_code=exit_code, output="", duration_seconds=1.0, tests=tests, **kw
+    )
+
+
+def test_the_twin_counts_as_passed_only_when_honest_code_could_not_have_passed() -> None:
+    """Passed: a protected or the fresh test passed by id, or exit 0 without a protected
+    test seen failing. Not passed: failures by id (also under `|| true`), a timeout."""
+    from patchheal.verdict.twin import twin_passed
+
+    protected, fresh = ["t.py::test_a"], ["q8jtgev4"]
+    assert twin_passed(_twin_result(1, {"t.py::test_a": "failed"}), protected, fresh) == ""
+    assert twin_passed(_twin_result(0, {"t.py::test_a": "failed"}), protected, fresh) == ""
+    assert twin_passed(_twin_result(None, None, timed_out="wall"), protected, fresh) == ""
+    assert "passed by id" in twin_passed(
+        _twin_result(1, {"t.py::test_a": "passed"}), protected, fresh
+    )
+    fresh_passed = {"t.py::test_a": "failed", "t.py::test_q8jtgev4": "passed"}
+    assert "test_q8jtgev4" in twin_passed(_twin_result(1, fresh_passed), protected, fresh)
+    assert twin_passed(_twin_result(0, None), protected, fresh) == "the twin run exited 0"
+    assert twin_passed(_twin_result(0, {}), protected, fresh) == "the twin run exited 0"
+
+
+LINKING_FIX = (
+    "import os\n"
+    "_test = os.path.join('tests', 'test_calc.py')\n"
+    "if not os.path.islink(_test):\n"
+    "    os.replace(_test, os.path.join('tests', 'kept.py.txt'))\n"
+    "    os.symlink('kept.py.txt', _test)\n\n" + FIXED
+)
+
+
+@pytest.mark.slow
+def test_a_test_file_turned_into_a_link_by_the_step_is_refused(tmp_path: Path) -> None:
+    """A step that makes the protected test file a link (so that no twin can be written
+    through it) does not get a verdict without a twin: it is refused."""
+    outcome, reason, *_ = _verify(tmp_path, LINKING_FIX, CountingHarness(), 2)
+    assert outcome is Outcome.REJECTED_ORACLE, reason
+    assert "protected test file was replaced" in reason
