@@ -70,8 +70,11 @@ def attempts(job_id: str | None, fingerprint: str | None, as_json: bool, db: str
     metavar="B",
     help="compare with attempt B: outcomes, then how the two candidates differ",
 )
+@click.option("--json", "as_json", is_flag=True, help="one JSON object (with B: the two and how)")
 @_db_option
-def show(attempt_id: int, diff: bool, log: bool, other_id: int | None, db: str) -> None:
+def show(
+    attempt_id: int, diff: bool, log: bool, other_id: int | None, as_json: bool, db: str
+) -> None:
     """Show one attempt: candidate, outcome, why, and its verification log."""
     from patchheal.memory.store import AttemptStore
 
@@ -81,6 +84,9 @@ def show(attempt_id: int, diff: bool, log: bool, other_id: int | None, db: str) 
         other = store.attempt(other_id) if other_id is not None else None
     finally:
         store.close()
+    if as_json:
+        click.echo(json.dumps(_show_json(row, other, diff=diff, log=log), ensure_ascii=False))
+        return
     if other is not None:
         _compare(row, other)
         return
@@ -100,6 +106,23 @@ def show(attempt_id: int, diff: bool, log: bool, other_id: int | None, db: str) 
         click.echo("\n--- candidate ---\n" + row.diff.rstrip())
     if log and row.log_excerpt:
         click.echo("\n--- verification log (excerpt) ---\n" + row.log_excerpt.rstrip())
+
+
+def _show_json(
+    row: StoredAttempt, other: StoredAttempt | None, *, diff: bool, log: bool
+) -> dict[str, Any]:
+    """`show --json`: the attempt as stored (--no-diff/--no-log leave those out); with
+    --diff-against, both attempts and whether they are the same patch and failure."""
+    exclude = {name for name, keep in (("diff", diff), ("log_excerpt", log)) if not keep}
+    one = row.model_dump(mode="json", exclude=exclude)
+    if other is None:
+        return one
+    return {
+        "attempts": [one, other.model_dump(mode="json", exclude=exclude)],
+        "same_failure": row.fingerprint == other.fingerprint,
+        "same_patch": bool(row.normalized_diff_hash)
+        and row.normalized_diff_hash == other.normalized_diff_hash,
+    }
 
 
 def _compare(a: StoredAttempt, b: StoredAttempt) -> None:
