@@ -46,14 +46,17 @@ def attempts(job_id: str | None, fingerprint: str | None, as_json: bool, db: str
     if not rows:
         click.echo("no attempts recorded")
         return
+    # Columns as wide as their longest value: a job id or strategy is never cut.
+    job = max(len("job"), *(len(r.job_id) for r in rows))
+    strategy = max(len("strategy"), *(len(r.strategy) for r in rows))
     click.echo(
-        f"{'id':>5}  {'job':<20} {'step':>4} {'#':>3}  {'outcome':<16} {'strategy':<16} "
+        f"{'id':>5}  {'job':<{job}} {'step':>4} {'#':>3}  {'outcome':<17} {'strategy':<{strategy}} "
         f"{'diff':<12} label"
     )
     for row in rows:
         click.echo(
-            f"{row.id:>5}  {row.job_id[:20]:<20} {row.step_index:>4} "
-            f"{row.attempt_number:>3}  {row.outcome.value:<16} {row.strategy[:16]:<16} "
+            f"{row.id:>5}  {row.job_id:<{job}} {row.step_index:>4} "
+            f"{row.attempt_number:>3}  {row.outcome.value:<17} {row.strategy:<{strategy}} "
             f"{row.diff_hash[:12]:<12} {row.label}"
         )
 
