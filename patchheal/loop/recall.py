@@ -81,7 +81,11 @@ class StepMemory:
             candidate = Candidate(
                 diff=known.diff,
                 strategy=known.strategy,
-                rationale=f"reused: {known.rationale}".strip(),
+                rationale=(
+                    f"reused: the fix that verified for this failure in job {known.job_id} "
+                    f"(attempt {known.attempt_number})"
+                    + (f": {known.rationale}" if known.rationale.strip() else "")
+                ),
                 proposer="memory",
                 label=known.label or "known fix",
             )
