@@ -127,11 +127,11 @@ def test_harness_build_shows_a_long_wait_and_quiet_hides_it(tmp_path: Path) -> N
 
     loud = build()
     assert loud.returncode == 0, loud.stderr
-    waiting = [line for line in loud.stderr.splitlines() if "(waiting " in line]
+    waiting = [line for line in loud.stderr.splitlines() if "… waiting " in line]
     assert waiting, loud.stderr
     assert waiting[0].startswith("[harness build slowbuild] … ")
     assert "\r" not in loud.stderr  # not a terminal: lines, never a redraw
     quiet = build("-q")
     assert quiet.returncode == 0, quiet.stderr
-    assert "(waiting " not in quiet.stderr
+    assert "… waiting " not in quiet.stderr
     assert quiet.stdout.startswith("patchheal/slowbuild:")
