@@ -61,7 +61,8 @@ def test_help_lists_every_command(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_demo_shows_every_gate_then_memory_on_the_second_run(tmp_path: Path) -> None:
     """One demo run shows all six outcomes; a second run against the same store rejects the
-    already-tried patches without running them and tries the known fix first."""
+    already-tried patches without running them, refuses the test-skipping one again (in its
+    log and report, never silently), and tries the known fix first."""
     args = ("demo", "--harness", "local", "--workdir", str(tmp_path / "work"), "--json")
     first = patchheal(*args, cwd=tmp_path)
     assert first.returncode == 0, first.stderr
@@ -89,6 +90,11 @@ def test_demo_shows_every_gate_then_memory_on_the_second_run(tmp_path: Path) -> 
         "03-add_guard_again.patch",
         "05-fix_logic.patch",
     ]
+    # Regression (issue 27): the test-skipping patch was dropped silently on the second
+    # run; it is offered again, so it is refused (and recorded) again.
+    refused = [a["label"] for a in attempts if a["outcome"] == "rejected_policy"]
+    assert refused == ["04-skip_test.patch"]
+    assert "04-skip_test.patch [" in second.stderr
     assert attempts[-1]["outcome"] == "fixed"
     assert attempts[-1]["label"] == "06-fix_boundary.patch"
     assert "verified for this fingerprint before" in second.stderr
