@@ -164,27 +164,31 @@ def run(
     kind, _, bare = name.partition(":")
     name = bare if bare and kind in {"docker", "compose"} else name
     progress = _progress(f"run {name}")
+    # Bad input is refused before anything is created: an unknown harness used to leave
+    # its harness-run-* workspace behind under the worktree root.
+    defn = None if name == "local" else definitions.load_harness(name, repo)
     workspace = JobWorkspace(repo.resolve(), ref, f"harness-run-{os.getpid()}")
-    workspace.open()
-    orphans.write_owner(workspace.dir)
-    runner = (
-        LocalHarness(setup=setup, env_passthrough=env_names)
-        if name == "local"
-        else registry.build(
-            definitions.load_harness(name, repo),
-            job_id=workspace.job_id,
-            setup=setup,
-            passthrough=env_names,
-            say=progress.say,
-            repo=repo,
-        )
-    )
+    runner: Any = None
 
     def stream(chunk: bytes) -> None:
         progress.touch()  # the command's own output is a sign of life: no waiting line
         _stream(chunk)
 
     try:
+        workspace.open()
+        orphans.write_owner(workspace.dir)
+        runner = (
+            LocalHarness(setup=setup, env_passthrough=env_names)
+            if defn is None
+            else registry.build(
+                defn,
+                job_id=workspace.job_id,
+                setup=setup,
+                passthrough=env_names,
+                say=progress.say,
+                repo=repo,
+            )
+        )
         with progress:
             tree = workspace.worktree("run")
             progress.say(
@@ -196,7 +200,8 @@ def run(
                 text, tree, timeout=timeout, idle_timeout=idle_timeout, on_output=stream
             )
     finally:
-        runner.close()
+        if runner is not None:
+            runner.close()
         if keep:
             _say(f"worktree kept: {workspace.dir}")
         else:
