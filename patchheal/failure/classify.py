@@ -15,6 +15,7 @@ person to change the environment, dependencies, resources or data. Only
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -232,6 +233,20 @@ def _module_in_project(name: str, failure: Failure, repo_root: str | None) -> bo
     return top in parts
 
 
+def _reproduce_alone(failure: Failure) -> tuple[str, ...]:
+    """The code-bug runbook with the runner's own way to rerun one failing test, for a
+    runner that is not pytest (the runbook's `pytest -x TEST_ID`)."""
+    if failure.source != "node:test" or not failure.failing_tests:
+        return ()
+    file, _, name = failure.failing_tests[0].rpartition("::")
+    leaf = name.split(" > ")[-1]
+    command = f"node --test --test-name-pattern {shlex.quote(re.escape(leaf))} {shlex.quote(file)}"
+    return (
+        f"Reproduce the failing test alone: `{command}` (or the step's own command).",
+        *runbook(C.CODE_BUG)[1:],
+    )
+
+
 def _tool_actions(text: str) -> tuple[str, ...]:
     tool = setup_advice.tool_not_found(text)
     return setup_advice.tool_missing(tool) if tool else ()
@@ -303,7 +318,7 @@ def classify(
             f"in-project frame {f.file}:{f.line}" + (f" in {f.function}" if f.function else "")
             for f in failure.project_frames[-2:]
         ]
-        return _make(C.CODE_BUG, True, evidence)
+        return _make(C.CODE_BUG, True, evidence, _reproduce_alone(failure))
     return _make(C.UNKNOWN, True, [failure.message[:300]] if failure.message else [])
 
 
