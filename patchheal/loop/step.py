@@ -357,12 +357,7 @@ class StepHealer:
         if candidate is None:
             return None
         self.budget.tokens += candidate.tokens_used
-        # A fixed list of patches never reads the approach: recording one would label a
-        # patch file (even a test-deleting one) with advice it was never given.
-        asked = "" if isinstance(proposer, StaticProposer) else approach
-        return candidate.model_copy(
-            update={"approach": asked, "memory_degraded": similar.degrade_reason}
-        )
+        return _stamped(candidate, proposer, approach, similar.degrade_reason)
 
     def _memory_limits(self) -> SimilarLimits:
         memory = self.runner.job.memory
@@ -431,3 +426,11 @@ class StepHealer:
         if strategy:
             tags["strategy"] = strategy
         return tags
+
+
+def _stamped(candidate: Candidate, proposer: Proposer, approach: str, degraded: str) -> Candidate:
+    """The candidate with the approach the loop asked for and the memory search's state.
+    A fixed list of patches never reads the approach: recording one would label a patch
+    file (even a test-deleting one) with advice it was never given."""
+    asked = "" if isinstance(proposer, StaticProposer) else approach
+    return candidate.model_copy(update={"approach": asked, "memory_degraded": degraded})
