@@ -68,8 +68,12 @@ def test_patch_files_have_no_approach_and_a_reused_fix_says_where_it_came_from(
 
     second = _spec(tmp_path / "b.toml", repo, "labels-b", candidates)
     assert runner.invoke(cli, ["heal", str(second), *state]).exit_code == 0
-    reused = load_report(tmp_path / "reports" / "labels-b" / "report.json").steps[0].attempts[0]
-    assert reused.proposer == "memory"
+    again = load_report(tmp_path / "reports" / "labels-b" / "report.json").steps[0].attempts
+    # The refused patch is gated again (never silently dropped), then memory's fix is reused.
+    assert [(a.label, a.outcome) for a in again[:1]] == [
+        ("01-gut-the-test.patch", Outcome.REJECTED_POLICY)
+    ]
+    reused = next(a for a in again if a.proposer == "memory")
     assert reused.rationale.startswith(
         "reused: the fix that verified for this failure in job labels-a (attempt 2)"
     )
