@@ -69,6 +69,54 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 }
 
 
+def _set_verbosity(ctx: click.Context, quiet: bool, verbose: int) -> None:
+    """Record -q/-v in the root context (read by `commands.options.verbosity`)."""
+    root = ctx.find_root()
+    if not isinstance(root.obj, dict):
+        root.obj = {}
+    if quiet:
+        root.obj["verbosity"] = -1
+    elif verbose:
+        before = max(int(root.obj.get("verbosity", 0)), 0)
+        root.obj["verbosity"] = before + verbose
+        import logging
+
+        logging.basicConfig(level=logging.DEBUG if before + verbose > 1 else logging.INFO)
+
+
+def _quiet_flag(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value:
+        _set_verbosity(ctx, True, 0)
+
+
+def _verbose_flag(ctx: click.Context, _param: click.Parameter, value: int) -> None:
+    if value:
+        _set_verbosity(ctx, False, value)
+
+
+def with_global_flags(command: click.Command) -> click.Command:
+    """`command` (and a group's subcommands) also taking -q/-v, so the global flags work
+    after the subcommand too. A command that passes unknown options through to a command
+    of its own (`harness run ... pytest -v`) keeps them: there they belong to that command."""
+    if getattr(command, "_patchheal_global_flags", False):
+        return command
+    command._patchheal_global_flags = True  # type: ignore[attr-defined]
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            with_global_flags(sub)
+    if command.context_settings.get("ignore_unknown_options"):
+        return command
+    command.params += [
+        click.Option(
+            ["-q", "--quiet"], is_flag=True, expose_value=False, hidden=True, callback=_quiet_flag
+        ),
+        click.Option(
+            ["-v", "--verbose"], count=True, expose_value=False, hidden=True, callback=_verbose_flag
+        ),
+    ]
+    return command
+
+
 class LazyGroup(click.Group):
     """A group whose subcommands are imported only when they run."""
 
@@ -82,7 +130,7 @@ class LazyGroup(click.Group):
         module_name, attribute, _ = entry
         command = getattr(importlib.import_module(module_name), attribute)
         assert isinstance(command, click.Command)
-        return command
+        return with_global_flags(command)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [(name, help_text) for name, (_, _, help_text) in COMMANDS.items()]
@@ -92,8 +140,10 @@ class LazyGroup(click.Group):
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="patchheal")
-@click.option("-q", "--quiet", is_flag=True, help="only results and errors on the terminal")
-@click.option("-v", "--verbose", count=True, help="more detail (-vv: debug logging)")
+@click.option(
+    "-q", "--quiet", is_flag=True, help="only results and errors (anywhere on the command line)"
+)
+@click.option("-v", "--verbose", count=True, help="more detail, -vv: debug logging (anywhere)")
 @click.pass_context
 def cli(ctx: click.Context, quiet: bool, verbose: int) -> None:
     """Heal failing CI jobs in a closed loop: reproduce, propose, gate, verify, report.
@@ -102,13 +152,10 @@ def cli(ctx: click.Context, quiet: bool, verbose: int) -> None:
     3 harness or infrastructure unavailable, 130 interrupted (resumable).
     Colour only on a terminal, never with NO_COLOR set.
     """
-    ctx.obj = {"verbosity": -1 if quiet else verbose}
+    ctx.obj = {"verbosity": 0}
+    _set_verbosity(ctx, quiet, verbose)
     if os.environ.get("NO_COLOR"):  # https://no-color.org: any non-empty value
         ctx.color = False
-    if verbose:
-        import logging
-
-        logging.basicConfig(level=logging.DEBUG if verbose > 1 else logging.INFO)
 
 
 def _crash_log(exc: BaseException, argv: list[str]) -> Path:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -60,7 +61,8 @@ def test_help_lists_every_command(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_demo_shows_every_gate_then_memory_on_the_second_run(tmp_path: Path) -> None:
     """One demo run shows all six outcomes; a second run against the same store rejects the
-    already-tried patches without running them and tries the known fix first."""
+    already-tried patches without running them, refuses the test-skipping one again (in its
+    log and report, never silently), and tries the known fix first."""
     args = ("demo", "--harness", "local", "--workdir", str(tmp_path / "work"), "--json")
     first = patchheal(*args, cwd=tmp_path)
     assert first.returncode == 0, first.stderr
@@ -88,6 +90,11 @@ def test_demo_shows_every_gate_then_memory_on_the_second_run(tmp_path: Path) -> 
         "03-add_guard_again.patch",
         "05-fix_logic.patch",
     ]
+    # Regression (issue 27): the test-skipping patch was dropped silently on the second
+    # run; it is offered again, so it is refused (and recorded) again.
+    refused = [a["label"] for a in attempts if a["outcome"] == "rejected_policy"]
+    assert refused == ["04-skip_test.patch"]
+    assert "04-skip_test.patch [" in second.stderr
     assert attempts[-1]["outcome"] == "fixed"
     assert attempts[-1]["label"] == "06-fix_boundary.patch"
     assert "verified for this fingerprint before" in second.stderr
@@ -181,3 +188,27 @@ def test_demo_heals_inside_docker_when_an_engine_is_reachable(tmp_path: Path) ->
     assert "harness: docker:python" in result.stderr
     report = json.loads(Path(summary["reports"]["json"]).read_text())
     assert report["harness"] == "docker:python"
+
+
+@pytest.mark.slow
+def test_each_demo_run_gets_a_private_directory_of_its_own(tmp_path: Path) -> None:
+    """Regression (issue 27): without --workdir every demo wiped and reused one shared
+    `/tmp/patchheal-demo`, so two users (or two runs) clobbered each other's repository.
+    A run makes a private temp directory of its own (and keeps it for its printed
+    commands); another run's repository at the old shared path is left alone."""
+    other = tmp_path / "patchheal-demo" / "pricing"
+    other.mkdir(parents=True)
+    (other / "someone-elses-work.txt").write_text("keep me\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "patchheal", "demo", "--harness", "local", "--json",
+         "--db", str(tmp_path / "store.sqlite3"), "--reports", str(tmp_path / "reports")],
+        cwd=tmp_path, env={**os.environ, "TMPDIR": str(tmp_path)},
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(Path(json.loads(done.stdout)["reports"]["json"]).read_text())
+    workdir = Path(report["repo"]).parent
+    assert workdir.parent == tmp_path.resolve()
+    assert workdir.name.startswith("patchheal-demo-")
+    assert stat.S_IMODE(workdir.stat().st_mode) == 0o700
+    assert (other / "someone-elses-work.txt").read_text() == "keep me\n"

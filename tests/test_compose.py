@@ -104,6 +104,34 @@ def test_a_service_that_exits_fails_clearly_and_cleans_up(
     assert labelled(engine, job_id) == {"containers": [], "networks": [], "volumes": []}
 
 
+@pytest.mark.docker
+def test_a_service_that_never_gets_ready_times_out_and_cleans_up(
+    engine: Any, python_image: str, tmp_path: Path
+) -> None:
+    """Invariant: a service whose health check never reports stops the run after the
+    definition's ready_timeout with a one-line reason (the wait loop is tenacity's), and
+    nothing of the run is left."""
+    from patchheal.errors import HarnessError
+
+    tree = tmp_path / "wt"
+    tree.mkdir()
+    (tree / "compose.yaml").write_text(
+        "services:\n  db:\n    x-patchheal-harness: python\n    command: sleep 60\n"
+        "    healthcheck: {test: 'true', interval: 1h, start_period: 1h}\n"
+    )
+    defn = load_harness("compose")
+    assert defn.compose is not None
+    defn = defn.model_copy(update={"compose": defn.compose.model_copy(update={"ready_timeout": 1})})
+    job_id = f"compose-slow-{os.getpid()}"
+    harness = ComposeHarness(defn, job_id=job_id)
+    try:
+        with pytest.raises(HarnessError, match=r"service 'db' not ready after 1 s"):
+            harness.run("true", tree, timeout=60, idle_timeout=60)
+    finally:
+        harness.close()
+    assert labelled(engine, job_id) == {"containers": [], "networks": [], "volumes": []}
+
+
 def test_compose_subset_parses_order_and_durations(tmp_path: Path) -> None:
     path = tmp_path / "compose.yaml"
     path.write_text(COMPOSE)
@@ -114,13 +142,30 @@ def test_compose_subset_parses_order_and_durations(tmp_path: Path) -> None:
     assert services["step"].environment == {"WEB_URL": "http://web:8000/"}
 
 
+def test_a_long_depends_on_chain_is_ordered_not_a_crash(tmp_path: Path) -> None:
+    """Invariant: a compose file is untrusted input; a chain of 1200 services (deeper than
+    Python's recursion limit; the recursive sort raised RecursionError) comes out in
+    dependency order."""
+    count = 1200
+    path = tmp_path / "compose.yaml"
+    path.write_text(
+        "services:\n"
+        + "".join(
+            f"  s{i}:\n    image: x\n" + (f"    depends_on: [s{i + 1}]\n" if i < count - 1 else "")
+            for i in range(count)
+        )
+    )
+    order = list(composefile.load(path))
+    assert order == [f"s{i}" for i in reversed(range(count))]
+
+
 @pytest.mark.parametrize(
     ("body", "message"),
     [
         ("services:\n  a:\n    build: .\n", "build is not supported"),
         ("services:\n  a:\n    volumes: ['./x:/y']\n", "only named volumes"),
         ("services:\n  a:\n    depends_on: [b]\n", "unknown service 'b'"),
-        ("services:\n  a:\n    depends_on: [b]\n  b:\n    depends_on: [a]\n", "cycle"),
+        ("services:\n  a:\n    depends_on: [b]\n  b:\n    depends_on: [a]\n", "cycle: a → b → a"),
         ("services:\n  a:\n    privileged: true\n", "unsupported keys"),
         ("version: '3'\n", "no `services`"),
         ("services:\n  a:\n    healthcheck: {test: x, interval: soon}\n", "not a duration"),

@@ -82,3 +82,69 @@ def test_actionlint_rejects_a_broken_copy_of_the_workflow(tmp_path: Path) -> Non
     )
     assert result.returncode != 0
     assert "tset" in result.stdout
+
+
+def _heal_step(steps: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    return next(s for s in steps if s.get("name") == name)
+
+
+def test_patchheal_comes_from_a_repository_checkout_not_the_index() -> None:
+    """Regression (issue 27): the heal job ran `pip install patchheal`, which the package
+    index does not have. It checks out the repository the user names and installs that."""
+    steps = _load()["jobs"]["heal"]["steps"]
+    runs = "\n".join(str(step.get("run", "")) for step in steps)
+    assert "pip install patchheal" not in runs
+    checkout = next(
+        s for s in steps if s.get("uses", "").startswith("actions/checkout@") and "with" in s
+        and "repository" in s["with"]
+    )  # fmt: skip
+    assert checkout["with"]["repository"] == "${{ vars.PATCHHEAL_REPOSITORY }}"
+    assert (
+        f"pip install ./{checkout['with']['path']}" in _heal_step(steps, "install patchheal")["run"]
+    )
+    guard = _heal_step(steps, "where patchheal comes from")
+    assert guard["if"] == "vars.PATCHHEAL_REPOSITORY == ''"
+
+
+@pytest.mark.slow
+def test_the_install_step_installs_patchheal_from_the_checkout(tmp_path: Path) -> None:
+    """Invariant: the workflow's install script, run as written in a fresh venv over a
+    checkout of this repository at the step's path, gives a working `patchheal` and leaves
+    nothing of patchheal's in the job's repository. The venv sees this interpreter's
+    packages, so pip fetches only the build backend (setuptools, wheel) from the package
+    index, as test_wheel.py's wheel build does."""
+    import venv
+
+    steps = _load()["jobs"]["heal"]["steps"]
+    checkout = next(s for s in steps if "repository" in s.get("with", {}))
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    source = workspace / checkout["with"]["path"]
+    shutil.copytree(
+        WORKFLOW.parents[2],
+        source,
+        ignore=shutil.ignore_patterns(".git", "var", "reports", "*.egg-info", "build", ".*cache*"),
+    )
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(system_site_packages=True, with_pip=False).create(env_dir)
+    script = _heal_step(steps, "install patchheal")["run"]
+    env = {
+        "PATH": f"{env_dir / 'bin'}:/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+    }
+    # `pip` in the venv: the interpreter's own, run for the venv's python.
+    (env_dir / "bin" / "pip").write_text(f'#!/bin/sh\nexec "{env_dir}/bin/python" -m pip "$@"\n')
+    (env_dir / "bin" / "pip").chmod(0o755)
+    done = subprocess.run(
+        ["bash", "-e", "-c", script], cwd=workspace, env=env, capture_output=True, text=True,
+        timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "patchheal, version" in done.stdout
+    assert not source.exists()
+    where = subprocess.run(
+        [str(env_dir / "bin" / "python"), "-c", "import patchheal; print(patchheal.__file__)"],
+        env=env, capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    assert where.stdout.startswith(str(env_dir)), where.stdout  # installed, not the checkout

@@ -137,3 +137,28 @@ def test_reachable_engine_gives_the_docker_harness(require_docker: None, tmp_pat
         assert said.startswith("docker:python in Docker: found pyproject.toml → python (")
     finally:
         harness.close()
+
+
+def test_a_refused_harness_run_leaves_no_workspace(tmp_path: Path) -> None:
+    """Regression (issue 27): `harness run` with an unknown harness (or a ref the
+    repository lacks) exited 2 and left its harness-run-* workspace under the worktree
+    root, where nothing removed it."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.healjobs import make_calc_repo
+
+    repo = make_calc_repo(tmp_path)
+    root = tmp_path / "worktrees"
+    env = {**os.environ, "PATCHHEAL_WORKTREE_ROOT": str(root)}
+    for extra in (["nosuch-harness"], ["local", "--ref", "nosuch-ref"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "patchheal", "harness", "run", *extra, "--repo", str(repo),
+             "--", "true"],
+            env=env, capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert done.returncode == 2, done.stderr
+        assert "Traceback" not in done.stderr
+        left = sorted(p.name for p in root.glob("harness-run-*")) if root.is_dir() else []
+        assert left == [], (extra, left)

@@ -53,3 +53,31 @@ def test_show_diff_against_compares_outcomes_and_candidates(tmp_path: Path) -> N
 
     missing = _show(str(second), "--diff-against", "999", "--db", db)
     assert missing.returncode == 2
+
+
+def test_attempts_table_never_cuts_a_job_id_or_strategy(tmp_path: Path) -> None:
+    """Regression (issue 27): the table cut job ids at 20 characters, so two jobs of one
+    pipeline (`nightly-integration-py311`, `nightly-integration-py312`) read the same."""
+    db = str(tmp_path / "store.sqlite3")
+    long_ids = ("nightly-integration-py311", "nightly-integration-py312")
+    store = AttemptStore(db)
+    try:
+        for number, job_id in enumerate(long_ids, 1):
+            store.ensure_job(job_id, repo="/r", base="main", spec_toml="")
+            store.record_attempt(
+                attempt(number, Outcome.NO_EFFECT, job_id=job_id, strategy="gather_more_context")
+            )
+    finally:
+        store.close()
+    done = subprocess.run(
+        [sys.executable, "-m", "patchheal", "attempts", "--db", db],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert all(job_id in done.stdout for job_id in long_ids)
+    assert "gather_more_context" in done.stdout
+    # Still a table: the outcome column starts at one offset on every line.
+    assert (
+        len({line.index("outcome" if i == 0 else "no_effect") for i, line in enumerate(lines)}) == 1
+    )

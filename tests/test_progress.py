@@ -29,6 +29,26 @@ def test_a_silent_wait_longer_than_the_threshold_is_shown() -> None:
     assert len(waiting) <= 4  # off a terminal it repeats slowly, never floods a log
 
 
+def test_the_waiting_line_names_what_is_under_way_not_the_last_line() -> None:
+    """Regression (issue 27): the waiting line repeated the line before it (`… Can't
+    uninstall 'wheel' (waiting 12 s)`, `… -> rejected_policy (waiting 5 s)`), which read as
+    an error or a stall. It names what the run waits on instead."""
+    for said, expected in (
+        (["setup: pip install -e .", "Can't uninstall 'wheel'"], "the job's setup"),
+        (["attempt 1: 01-gut.patch -> rejected_policy: test tampering"], "the next candidate"),
+        (["step 1 (unit): reproducing `pytest -q`"], "step 1's reproduction run"),
+    ):
+        out = io.StringIO()
+        with Progress("job", stream=out, quiet_after=0.2, log_every=0.3) as progress:
+            for message in said:
+                progress.say(message)
+            time.sleep(0.8)
+        waiting = [line for line in out.getvalue().splitlines() if "waiting" in line]
+        assert waiting, out.getvalue()
+        assert all(expected in line for line in waiting), waiting
+        assert not any(said[-1] in line for line in waiting), waiting
+
+
 def test_a_short_wait_is_not_decorated() -> None:
     out = io.StringIO()
     with Progress("job", stream=out, quiet_after=2.0) as progress:
@@ -107,11 +127,11 @@ def test_harness_build_shows_a_long_wait_and_quiet_hides_it(tmp_path: Path) -> N
 
     loud = build()
     assert loud.returncode == 0, loud.stderr
-    waiting = [line for line in loud.stderr.splitlines() if "(waiting " in line]
+    waiting = [line for line in loud.stderr.splitlines() if "… waiting " in line]
     assert waiting, loud.stderr
     assert waiting[0].startswith("[harness build slowbuild] … ")
     assert "\r" not in loud.stderr  # not a terminal: lines, never a redraw
     quiet = build("-q")
     assert quiet.returncode == 0, quiet.stderr
-    assert "(waiting " not in quiet.stderr
+    assert "… waiting " not in quiet.stderr
     assert quiet.stdout.startswith("patchheal/slowbuild:")

@@ -2,7 +2,8 @@
 
 For each of five report kinds (fixed, not fixed, not patchable, hand-off, cancelled)
 and the index: no horizontal overflow, no two pieces of text drawn over each other,
-no external asset. The page itself carries no script; the test measures a copy of it
+no badge wrapped onto two lines ("fixe/d" at 390 px, issue 27), no external asset.
+The page itself carries no script; the test measures a copy of it
 with a small script injected, and Chromium writes the result into the DOM it dumps.
 Screenshots are kept under $PATCHHEAL_ARTIFACTS/screenshots (default
 var/ci-artifacts/screenshots/ in the checkout) for a person to look at.
@@ -80,6 +81,15 @@ addEventListener('load', () => {
       if (w > 1 && h > 1) overlaps.push([a.text, c.text]);
     }
   }
+  // A badge (`fixed`, `no_effect`) is one word: laid out on two lines it reads "fixe/d".
+  const wrapped = [];
+  for (const badge of doc.querySelectorAll('.badge')) {
+    if (badge.closest('details:not([open])') || !badge.getClientRects().length) continue;
+    const range = doc.createRange();
+    range.selectNodeContents(badge);
+    const tops = new Set([...range.getClientRects()].map(r => Math.round(r.top)));
+    if (tops.size > 1) wrapped.push(badge.textContent.trim());
+  }
   const out = document.createElement('pre');
   out.id = 'layout-probe';
   out.textContent = JSON.stringify({
@@ -88,6 +98,7 @@ addEventListener('load', () => {
     boxes: boxes.length,
     overlaps: overlaps.slice(0, 10),
     broken: broken.slice(0, 10),
+    wrapped: wrapped.slice(0, 10),
   });
   document.body.appendChild(out);
 });
@@ -228,6 +239,8 @@ def test_reports_and_index_lay_out_at_desktop_and_phone_width(tmp_path: Path) ->
                 problems.append(f"{name} at {width}px: overflows horizontally {result}")
             if result["broken"]:
                 problems.append(f"{name} at {width}px: words broken per letter {result['broken']}")
+            if result["wrapped"]:
+                problems.append(f"{name} at {width}px: badges wrap {result['wrapped']}")
             if result["overlaps"]:
                 problems.append(f"{name} at {width}px: text overlaps {result['overlaps']}")
             assert int(str(result["boxes"])) > 10, f"{name}: the probe saw no text"

@@ -81,7 +81,8 @@ def test_report_list_prints_every_run_with_class_attempts_and_link(tmp_path: Pat
 
     listed = patchheal("report", "--list", "--json", "--reports", str(reports), cwd=tmp_path)
     assert listed.returncode == 0, listed.stderr
-    rows = json.loads(listed.stdout)
+    # JSON lines, as the README promises for every listing (issue 27: it was one array).
+    rows = [json.loads(line) for line in listed.stdout.splitlines()]
     assert [(r["job_id"], r["status"], r["class"], r["attempts"]) for r in rows] == [
         ("infra-1", "not_patchable", "infra_issue", 0),
         ("ci-4821", "fixed", "code_bug", 0),

@@ -117,7 +117,8 @@ def materialize(workdir: Path, name: str = "python") -> tuple[Path, Path]:
     "--workdir",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="where the example repository is created [default: a temp directory]",
+    help="where the example repository is created [default: a new private temp directory "
+    "per run, kept so the printed commands work]",
 )
 @click.option(
     "--example",
@@ -145,8 +146,12 @@ def demo(
     from patchheal.intake.toml import spec_to_toml
 
     chosen = EXAMPLES[example]
-    default_dir = "patchheal-demo" if example == "python" else f"patchheal-demo-{example}"
-    workdir = (workdir or Path(tempfile.gettempdir()) / default_dir).resolve()
+    if workdir is None:
+        # A private directory of this run's own (mode 0700): two demos, or two users of
+        # one machine, never wipe each other's repository as a shared fixed path did.
+        prefix = "patchheal-demo-" if example == "python" else f"patchheal-demo-{example}-"
+        workdir = Path(tempfile.mkdtemp(prefix=prefix))
+    workdir = workdir.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     repo, job_file = materialize(workdir, example)
     own = example_dir(example) / "job.toml"

@@ -1,4 +1,4 @@
-"""`patchheal harness list|build|check|run`: see exactly what a step sees."""
+"""`patchheal harness list|build|check|run|explain`: see exactly what a step sees."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
+
+from patchheal.commands.harness_explain import explain
 
 if TYPE_CHECKING:
     from patchheal.commands.progress import Progress
@@ -29,6 +31,9 @@ def _progress(what: str) -> Progress:
 @click.group()
 def harness() -> None:
     """List, build, check and run harnesses."""
+
+
+harness.add_command(explain)
 
 
 @harness.command("list")
@@ -55,75 +60,6 @@ def list_(repo: Path | None, as_json: bool) -> None:
     for defn in list_harnesses(repo):
         click.echo(f"{defn.name:<12} {defn.kind:<8} {defn.description}  [{defn.path}]")
     click.echo("search path: " + ", ".join(str(p) for p in harness_search_path(repo)), err=True)
-
-
-@harness.command("explain")
-@click.option(
-    "--repo",
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    default=".",
-    show_default=True,
-    help="The job's repository.",
-)
-@click.option("--base", default="HEAD", show_default=True, help="The commit that fails.")
-@click.option("--last-green", default=None, help="The last passing commit (changed files).")
-@click.option("--harness", "wanted", default="auto", show_default=True, help="As [job] harness.")
-@click.option("--python", "python", default=None, help="As [job] python (e.g. 3.9).")
-def explain(repo: Path, base: str, last_green: str | None, wanted: str, python: str | None) -> None:
-    """Show which harness a job on --repo at --base gets, and why (no engine needed)."""
-    from patchheal.harness import definitions, images, pythons, registry
-
-    if wanted == "local":
-        click.echo("harness: local — the job names harness = 'local'")
-        return
-    if wanted == "auto":
-        name, why = registry.infer(repo, base, last_green)
-    else:
-        name, why = wanted, f"the job names harness = {wanted!r}"
-    defn = definitions.load_harness(name, repo)
-    click.echo(f"harness: {defn.name} ({defn.kind}) — {why}")
-    click.echo(f"definition: {defn.path}")
-    if defn.compose is not None:
-        _explain_services(repo, base, defn)
-        defn = definitions.load_harness(defn.compose.base, repo)
-        click.echo(f"step runs in: {defn.name}")
-    defn, chosen = pythons.choose(defn, repo, base, python)
-    if chosen:
-        click.echo(f"python: {chosen} (offered: {', '.join(pythons.offered(defn))})")
-    click.echo(f"image: {images.image_tag(defn)} (built offline when the engine lacks it)")
-
-
-def _explain_services(repo: Path, base: str, defn: Any) -> None:
-    """Each compose service and the image that serves it offline."""
-    import tempfile
-
-    from patchheal import proc
-    from patchheal.harness import composefile, services
-
-    names = (defn.compose.file, *composefile.COMPOSE_FILES) if defn.compose.file else ()
-    for name in names or composefile.COMPOSE_FILES:
-        shown = proc.git("show", f"{base}:{name}", cwd=repo, check=False)
-        text = shown.output if shown.passed else None
-        if text is None and (repo / name).is_file():
-            text = (repo / name).read_text(encoding="utf-8")
-        if text is None:
-            continue
-        with tempfile.TemporaryDirectory(prefix="patchheal-explain-") as tmp:
-            path = Path(tmp) / "compose.yaml"
-            path.write_text(text, encoding="utf-8")
-            parsed = composefile.load(path)
-        click.echo(f"compose file: {name}")
-        for service in parsed.values():
-            if service.name == defn.compose.service:
-                click.echo(f"  {service.name}: the step")
-            elif service.harness or service.image is None:
-                click.echo(f"  {service.name}: harness {service.harness or defn.compose.base}")
-            else:
-                mapped = services.lookup(service.image, defn.compose.images)
-                target = f"offline harness {mapped.harness}" if mapped else "the engine only"
-                click.echo(f"  {service.name}: {service.image} → {target} (when not in the engine)")
-        return
-    click.echo("compose file: none found")
 
 
 @harness.command("build")
@@ -231,27 +167,31 @@ def run(
     kind, _, bare = name.partition(":")
     name = bare if bare and kind in {"docker", "compose"} else name
     progress = _progress(f"run {name}")
+    # Bad input is refused before anything is created: an unknown harness used to leave
+    # its harness-run-* workspace behind under the worktree root.
+    defn = None if name == "local" else definitions.load_harness(name, repo)
     workspace = JobWorkspace(repo.resolve(), ref, f"harness-run-{os.getpid()}")
-    workspace.open()
-    orphans.write_owner(workspace.dir)
-    runner = (
-        LocalHarness(setup=setup, env_passthrough=env_names)
-        if name == "local"
-        else registry.build(
-            definitions.load_harness(name, repo),
-            job_id=workspace.job_id,
-            setup=setup,
-            passthrough=env_names,
-            say=progress.say,
-            repo=repo,
-        )
-    )
+    runner: Any = None
 
     def stream(chunk: bytes) -> None:
         progress.touch()  # the command's own output is a sign of life: no waiting line
         _stream(chunk)
 
     try:
+        workspace.open()
+        orphans.write_owner(workspace.dir)
+        runner = (
+            LocalHarness(setup=setup, env_passthrough=env_names)
+            if defn is None
+            else registry.build(
+                defn,
+                job_id=workspace.job_id,
+                setup=setup,
+                passthrough=env_names,
+                say=progress.say,
+                repo=repo,
+            )
+        )
         with progress:
             tree = workspace.worktree("run")
             progress.say(
@@ -263,7 +203,8 @@ def run(
                 text, tree, timeout=timeout, idle_timeout=idle_timeout, on_output=stream
             )
     finally:
-        runner.close()
+        if runner is not None:
+            runner.close()
         if keep:
             _say(f"worktree kept: {workspace.dir}")
         else:

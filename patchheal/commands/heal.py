@@ -85,7 +85,25 @@ def run_heal(
         for tree in result.worktrees:
             click.echo(f"worktree kept: {tree}")
         _print_commands(report)
+        _print_next_actions(report, verbosity())
     return result.exit_code
+
+
+def _print_next_actions(report: Any, verbose: int) -> None:
+    """What to do next, when the job is not fixed: the first action (`-v`: all of them)."""
+    from patchheal.report import wording
+
+    if report.status == "fixed":
+        return
+    actions = wording.runbook(report)
+    if not actions:
+        return
+    if verbose < 1:
+        click.echo(f"next: {actions[0]}" + (" (-v: all next actions)" if len(actions) > 1 else ""))
+        return
+    click.echo("next actions:")
+    for number, action in enumerate(actions, 1):
+        click.echo(f"  {number}. {action}")
 
 
 def _print_commands(report: Any) -> None:

@@ -46,14 +46,17 @@ def attempts(job_id: str | None, fingerprint: str | None, as_json: bool, db: str
     if not rows:
         click.echo("no attempts recorded")
         return
+    # Columns as wide as their longest value: a job id or strategy is never cut.
+    job = max(len("job"), *(len(r.job_id) for r in rows))
+    strategy = max(len("strategy"), *(len(r.strategy) for r in rows))
     click.echo(
-        f"{'id':>5}  {'job':<20} {'step':>4} {'#':>3}  {'outcome':<16} {'strategy':<16} "
+        f"{'id':>5}  {'job':<{job}} {'step':>4} {'#':>3}  {'outcome':<17} {'strategy':<{strategy}} "
         f"{'diff':<12} label"
     )
     for row in rows:
         click.echo(
-            f"{row.id:>5}  {row.job_id[:20]:<20} {row.step_index:>4} "
-            f"{row.attempt_number:>3}  {row.outcome.value:<16} {row.strategy[:16]:<16} "
+            f"{row.id:>5}  {row.job_id:<{job}} {row.step_index:>4} "
+            f"{row.attempt_number:>3}  {row.outcome.value:<17} {row.strategy:<{strategy}} "
             f"{row.diff_hash[:12]:<12} {row.label}"
         )
 
@@ -70,8 +73,11 @@ def attempts(job_id: str | None, fingerprint: str | None, as_json: bool, db: str
     metavar="B",
     help="compare with attempt B: outcomes, then how the two candidates differ",
 )
+@click.option("--json", "as_json", is_flag=True, help="one JSON object (with B: the two and how)")
 @_db_option
-def show(attempt_id: int, diff: bool, log: bool, other_id: int | None, db: str) -> None:
+def show(
+    attempt_id: int, diff: bool, log: bool, other_id: int | None, as_json: bool, db: str
+) -> None:
     """Show one attempt: candidate, outcome, why, and its verification log."""
     from patchheal.memory.store import AttemptStore
 
@@ -81,6 +87,9 @@ def show(attempt_id: int, diff: bool, log: bool, other_id: int | None, db: str) 
         other = store.attempt(other_id) if other_id is not None else None
     finally:
         store.close()
+    if as_json:
+        click.echo(json.dumps(_show_json(row, other, diff=diff, log=log), ensure_ascii=False))
+        return
     if other is not None:
         _compare(row, other)
         return
@@ -100,6 +109,23 @@ def show(attempt_id: int, diff: bool, log: bool, other_id: int | None, db: str) 
         click.echo("\n--- candidate ---\n" + row.diff.rstrip())
     if log and row.log_excerpt:
         click.echo("\n--- verification log (excerpt) ---\n" + row.log_excerpt.rstrip())
+
+
+def _show_json(
+    row: StoredAttempt, other: StoredAttempt | None, *, diff: bool, log: bool
+) -> dict[str, Any]:
+    """`show --json`: the attempt as stored (--no-diff/--no-log leave those out); with
+    --diff-against, both attempts and whether they are the same patch and failure."""
+    exclude = {name for name, keep in (("diff", diff), ("log_excerpt", log)) if not keep}
+    one = row.model_dump(mode="json", exclude=exclude)
+    if other is None:
+        return one
+    return {
+        "attempts": [one, other.model_dump(mode="json", exclude=exclude)],
+        "same_failure": row.fingerprint == other.fingerprint,
+        "same_patch": bool(row.normalized_diff_hash)
+        and row.normalized_diff_hash == other.normalized_diff_hash,
+    }
 
 
 def _compare(a: StoredAttempt, b: StoredAttempt) -> None:

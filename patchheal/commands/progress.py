@@ -5,10 +5,16 @@ silent for minutes; a user watching a terminal cannot tell that from a hang.
 While nothing has been said for `quiet_after` seconds, a line tells what the
 run is waiting on and for how long: redrawn in place on a terminal, repeated
 every `log_every` seconds otherwise (CI logs), so it never floods a log.
+
+The waiting line names what is under way (`waiting_on`): the last message that
+started something (a reproduction, a setup command, an image build), or, after
+an attempt's result, what comes next. It never repeats a result or a line of a
+command's output, which read as an error or a stall (issue 27).
 """
 
 from __future__ import annotations
 
+import re
 import sys
 import threading
 import time
@@ -20,6 +26,34 @@ import click
 
 QUIET_AFTER_SECONDS = 2.0
 LOG_EVERY_SECONDS = 15.0
+
+
+# Messages that start something the run then waits on, and the words for it.
+_STARTS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"^step (\d+) \([^)]*\): reproducing"), r"step \1's reproduction run"),
+    (re.compile(r"^setup: (?:creating )?(.{1,80})"), r"the job's setup (\1)"),
+    (
+        re.compile(
+            r"^((?:building|pulling|importing|installing|pip download|npm \w+ on|reading"
+            r"|committing|running|creating)\b.{0,80})"
+        ),
+        r"\1",
+    ),
+)
+# A result: what follows is the loop's next move, not the thing just reported.
+_RESULT = re.compile(r"^(?:attempt \d+|step \d+|memory|harness)\b.*(?:->|:)")
+_NEXT = "the next candidate (a proposer, the gates or a verification run)"
+
+
+def waiting_on(message: str, previous: str) -> str:
+    """What the run waits on after `message` (`previous`: what it waited on before)."""
+    for pattern, words in _STARTS:
+        found = pattern.match(message)
+        if found:
+            return found.expand(words).rstrip()
+    if _RESULT.match(message):
+        return _NEXT
+    return previous  # a line of a command's output: the same wait goes on
 
 
 class Progress:
@@ -44,6 +78,7 @@ class Progress:
         self._log_every = log_every
         self._lock = threading.Lock()
         self._last_message = "starting"
+        self._waiting_on = "the run to start"
         self._last_said = time.monotonic()
         self._last_tick = 0.0
         self._drawn = False
@@ -53,6 +88,7 @@ class Progress:
     def say(self, message: str) -> None:
         with self._lock:
             self._last_message, self._last_said = self._scrub(message), time.monotonic()
+            self._waiting_on = waiting_on(self._last_message, self._waiting_on)
             if self.verbosity < 0:
                 return
             self._clear()
@@ -92,7 +128,7 @@ class Progress:
                 if not self._tty and now - self._last_tick < self._log_every:
                     continue
                 self._last_tick = now
-                line = f"[{self.prefix}] … {self._last_message} (waiting {silent:.0f} s)"
+                line = f"[{self.prefix}] … waiting {silent:.0f} s on {self._waiting_on}"
                 if self._tty:
                     click.echo(f"\r\033[K{line}", file=self._stream, nl=False)
                     self._drawn = True

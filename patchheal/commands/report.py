@@ -27,7 +27,7 @@ from patchheal.runs import DEFAULT_REPORTS_DIR
     help="print the report in this format instead of only rewriting the files",
 )
 @click.option("--list", "list_runs", is_flag=True, help="list every kept run of every job")
-@click.option("--json", "as_json", is_flag=True, help="with --list: one JSON array")
+@click.option("--json", "as_json", is_flag=True, help="with --list: JSON lines, one run per line")
 def report(
     job_id: str | None, reports_dir: Path, print_format: str | None, list_runs: bool, as_json: bool
 ) -> None:
@@ -51,7 +51,8 @@ def _list(reports_dir: Path, job_id: str | None, as_json: bool) -> None:
 
     runs = [r for r in list_runs(reports_dir) if job_id is None or r.job_id == job_id]
     if as_json:
-        click.echo(json.dumps([r.to_json() for r in runs], indent=2, ensure_ascii=False))
+        for run in runs:  # JSON lines, as every listing prints them (README)
+            click.echo(json.dumps(run.to_json(), ensure_ascii=False))
         return
     if not runs:
         click.echo(f"no reports under {reports_dir}")

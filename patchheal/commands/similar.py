@@ -52,9 +52,10 @@ def similar(
     limits = SimilarLimits(
         fixes=limit, failed=failed, threshold=threshold, scan=scan, time_budget_seconds=time_budget
     )
-    store = AttemptStore(db)
+    store = AttemptStore(db, create=False)
     try:
         found = store.similar(failure, limits)
+        same = store.same_failure(failure.fingerprint, limits)
     finally:
         store.close()
     if as_json:
@@ -65,19 +66,32 @@ def similar(
             "scanned": found.scanned,
             "fixes": [h.model_dump(mode="json") for h in found.fixes],
             "failed": [h.model_dump(mode="json") for h in found.failed],
+            "same": {
+                "fixes": [h.model_dump(mode="json") for h in same.fixes],
+                "failed": [h.model_dump(mode="json") for h in same.failed],
+            },
         }
         click.echo(json.dumps(payload, indent=2))
         return
     click.echo(f"fingerprint: {failure.fingerprint}")
-    click.echo(f"compared:    {found.scanned} fingerprints")
+    if same.fixes or same.failed:
+        click.echo(
+            f"same failure: {len(same.fixes)} verified fix(es), {len(same.failed)} failed "
+            "attempt(s) in memory (`patchheal attempts --fingerprint "
+            f"{failure.fingerprint}`)"
+        )
+    click.echo(f"compared:    {found.scanned} other fingerprints")
     if found.degraded:
         click.echo(f"degraded:    {found.degrade_reason}")
-    for title, hints in (("fixed", found.fixes), ("failed", found.failed)):
+    for title, hints in (
+        ("fixed", same.fixes + found.fixes),
+        ("failed", same.failed + found.failed),
+    ):
         for h in hints:
             why = f" — {h.reason.splitlines()[0][:120]}" if h.reason and title == "failed" else ""
             click.echo(
                 f"{title:<7} {h.similarity:.2f}  {h.fingerprint[:16]}  {h.strategy}"
                 f"  job {h.job_id or '-'}{why}"
             )
-    if not found.fixes and not found.failed:
+    if not (found.fixes or found.failed or same.fixes or same.failed):
         click.echo("no similar failure in memory")

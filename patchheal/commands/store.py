@@ -18,14 +18,22 @@ def store() -> None:
 
 @store.command()
 @click.option("--db", default=str(DEFAULT_DB), show_default=True, help=_DB_HELP)
-def check(db: str) -> None:
+@click.option("--json", "as_json", is_flag=True, help="one JSON object: store, ok, problems")
+def check(db: str, as_json: bool) -> None:
     """Run the database's integrity checks and the store's own invariants."""
+    import json
+
     from patchheal.errors import StoreIntegrityError
     from patchheal.memory.store import AttemptStore
 
     with AttemptStore(db, create=False) as attempts:
         problems = attempts.integrity_check()
         url = attempts.display_url
+    if as_json:
+        click.echo(json.dumps({"store": url, "ok": not problems, "problems": list(problems)}))
+        if problems:  # the same exit code as without --json
+            raise SystemExit(StoreIntegrityError.exit_code)
+        return
     if problems:
         raise StoreIntegrityError(f"{len(problems)} problems in {url}:\n  " + "\n  ".join(problems))
     click.echo(f"ok: {url} is consistent")

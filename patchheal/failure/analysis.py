@@ -28,6 +28,7 @@ from patchheal.failure.parsers import (
     airflow,
     dbt,
     generic,
+    nodetest,
     pytest,
     sections,
     traceback,
@@ -117,6 +118,8 @@ def _best(text: str, command: str) -> ParsedFailure:
         candidates.append(airflow.parse(text))
     if "dbt " in command or any(marker in text for marker in dbt.MARKERS):
         candidates.append(dbt.parse(text))
+    if "node --test" in command or all(marker in text for marker in nodetest.MARKERS):
+        candidates.append(nodetest.parse(text))
     if "pytest" in command or any(marker in text for marker in pytest.MARKERS):
         candidates.append(pytest.parse(text))
     if any(marker in text for marker in unittest.MARKERS):

@@ -15,9 +15,11 @@ person to change the environment, dependencies, resources or data. Only
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+from patchheal.failure import setup_advice
 from patchheal.failure.normalize import clean, normalize_message
 from patchheal.failure.runbooks import runbook
 from patchheal.models import Classification, Failure, FailureClass
@@ -198,13 +200,20 @@ def _lines(text: str, rule: Rule) -> list[str]:
     return found
 
 
-def _make(cls: FailureClass, retryable: bool, evidence: list[str]) -> Classification:
+def _make(
+    cls: FailureClass,
+    retryable: bool,
+    evidence: list[str],
+    actions: tuple[str, ...] = (),
+) -> Classification:
+    """A classification; `actions`, what this very failure needs, replace the class's runbook
+    (whose generic advice, e.g. credentials for a missing install step, would only distract)."""
     unique = tuple(dict.fromkeys(e for e in evidence if e))[:MAX_EVIDENCE]
     return Classification(
         failure_class=cls,
         retryable=retryable,
         evidence=unique,
-        next_actions=runbook(cls),
+        next_actions=actions or runbook(cls),
         pass_rate=None,
     )
 
@@ -222,6 +231,25 @@ def _module_in_project(name: str, failure: Failure, repo_root: str | None) -> bo
     parts = {p.removesuffix(".py") for f in failure.project_frames for p in f.file.split("/")}
     parts |= {re.split(r"[/.:]", t)[0] for t in failure.failing_tests}
     return top in parts
+
+
+def _reproduce_alone(failure: Failure) -> tuple[str, ...]:
+    """The code-bug runbook with the runner's own way to rerun one failing test, for a
+    runner that is not pytest (the runbook's `pytest -x TEST_ID`)."""
+    if failure.source != "node:test" or not failure.failing_tests:
+        return ()
+    file, _, name = failure.failing_tests[0].rpartition("::")
+    leaf = name.split(" > ")[-1]
+    command = f"node --test --test-name-pattern {shlex.quote(re.escape(leaf))} {shlex.quote(file)}"
+    return (
+        f"Reproduce the failing test alone: `{command}` (or the step's own command).",
+        *runbook(C.CODE_BUG)[1:],
+    )
+
+
+def _tool_actions(text: str) -> tuple[str, ...]:
+    tool = setup_advice.tool_not_found(text)
+    return setup_advice.tool_missing(tool) if tool else ()
 
 
 def classify(
@@ -242,10 +270,25 @@ def classify(
     if missing:
         name = missing["py"] or missing["js"]
         line = normalize_message(scrub(missing.group(0)))
+        where = setup_advice.module_location(name, repo_root) if repo_root else None
+        if where is not None:
+            # In the tree yet not importable: the job's setup does not install the project,
+            # and every patch (the right one too) would fail the same way.
+            return _make(
+                C.ENV_MISMATCH,
+                False,
+                [line, f"'{name}' is the project's own ({where}) but nothing installs it"],
+                setup_advice.project_not_importable(name, where, repo_root or "."),
+            )
         if _module_in_project(name, failure, repo_root):
             return _make(C.CODE_BUG, True, [line, f"'{name}' belongs to the project"])
         if _TEST_TOOLS.match(name.split(".")[0]):
-            return _make(C.ENV_MISMATCH, False, [line, f"'{name}' is a test tool, not installed"])
+            return _make(
+                C.ENV_MISMATCH,
+                False,
+                [line, f"'{name}' is a test tool, not installed"],
+                setup_advice.tool_missing(name.split(".")[0]),
+            )
         return _make(C.DEPENDENCY_ISSUE, False, [line, f"'{name}' is not part of the project"])
     # A parsed exception in the project is its own best evidence: then only strong rules
     # (resources, resolver, runner) may overrule it from elsewhere in the log.
@@ -256,10 +299,15 @@ def classify(
                 continue
             evidence = _lines(text, rule)
             if evidence:
-                return _make(rule.failure_class, rule.retryable, [f"{rule.name}:", *evidence])
+                return _make(
+                    rule.failure_class,
+                    rule.retryable,
+                    [f"{rule.name}:", *evidence],
+                    _tool_actions(tail) if rule.name == "runtime or tool missing" else (),
+                )
     if exit_code in _EXIT_CODES:
         cls, retryable, why = _EXIT_CODES[exit_code]
-        return _make(cls, retryable, [why])
+        return _make(cls, retryable, [why], _tool_actions(tail) if exit_code == 127 else ())
     if timed_out:
         return _make(C.INFRA_ISSUE, True, [f"the step hit its {timed_out} timeout"])
     if failure.error_type or failure.failing_tests or failure.project_frames:
@@ -270,7 +318,7 @@ def classify(
             f"in-project frame {f.file}:{f.line}" + (f" in {f.function}" if f.function else "")
             for f in failure.project_frames[-2:]
         ]
-        return _make(C.CODE_BUG, True, evidence)
+        return _make(C.CODE_BUG, True, evidence, _reproduce_alone(failure))
     return _make(C.UNKNOWN, True, [failure.message[:300]] if failure.message else [])
 
 

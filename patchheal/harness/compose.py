@@ -267,28 +267,40 @@ class ComposeHarness:
         return name
 
     def _wait_ready(self, container: Container, service: composefile.Service, t0: float) -> None:
-        deadline = t0 + self.spec.ready_timeout
-        while True:
-            container.reload()
-            state = container.attrs.get("State", {})
-            health = (state.get("Health") or {}).get("Status")
-            if state.get("Status") in ("exited", "dead"):
-                logs = container.logs(tail=40).decode("utf-8", "replace")
-                raise HarnessError(f"service {service.name!r} exited before the step:\n{logs}")
-            if health == "unhealthy":
-                checks = (state.get("Health") or {}).get("Log") or [{}]
-                last = str(checks[-1].get("Output", "")).strip()[-500:]
-                raise HarnessError(f"service {service.name!r} is unhealthy: {last}")
-            if state.get("Running") and (service.healthcheck is None or health == "healthy"):
-                return
-            if time.monotonic() > deadline:
-                raise HarnessError(
-                    f"service {service.name!r} not ready after {self.spec.ready_timeout:.0f} s"
-                )
-            time.sleep(0.2)
+        """Poll the service every 0.2 s until it is ready, until `ready_timeout` after `t0`.
+        An exited or unhealthy service raises at once (tenacity retries only "not ready")."""
+        from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
+
+        timeout = self.spec.ready_timeout
+
+        def not_ready(_state: object) -> bool:
+            raise HarnessError(f"service {service.name!r} not ready after {timeout:.0f} s")
+
+        poll = Retrying(
+            retry=retry_if_result(lambda ready: not ready),
+            stop=stop_after_delay(max(t0 + timeout - time.monotonic(), 0.0)),
+            wait=wait_fixed(0.2),
+            retry_error_callback=not_ready,
+        )
+        poll(_service_ready, container, service)
 
     def close(self) -> None:
         self.base.close()
+
+
+def _service_ready(container: Container, service: composefile.Service) -> bool:
+    """Whether a started service is ready for the step; raises when it never will be."""
+    container.reload()
+    state = container.attrs.get("State", {})
+    health = (state.get("Health") or {}).get("Status")
+    if state.get("Status") in ("exited", "dead"):
+        logs = container.logs(tail=40).decode("utf-8", "replace")
+        raise HarnessError(f"service {service.name!r} exited before the step:\n{logs}")
+    if health == "unhealthy":
+        checks = (state.get("Health") or {}).get("Log") or [{}]
+        last = str(checks[-1].get("Output", "")).strip()[-500:]
+        raise HarnessError(f"service {service.name!r} is unhealthy: {last}")
+    return bool(state.get("Running") and (service.healthcheck is None or health == "healthy"))
 
 
 def _compose_names() -> tuple[str, ...]:

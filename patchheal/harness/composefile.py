@@ -10,6 +10,7 @@ are ignored; host bind mounts and `build` are refused with a clear message.
 
 from __future__ import annotations
 
+import graphlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -155,22 +156,15 @@ def _volume(where: str, spec: object) -> tuple[str, str]:
 
 
 def _order(path: Path, services: dict[str, Service]) -> list[str]:
-    ordered: list[str] = []
-    visiting: set[str] = set()
-
-    def visit(name: str) -> None:
-        if name in ordered:
-            return
-        if name in visiting:
-            raise SpecError(f"{path}: depends_on has a cycle through {name!r}")
-        if name not in services:
-            raise SpecError(f"{path}: depends_on names the unknown service {name!r}")
-        visiting.add(name)
-        for dep in services[name].depends_on:
-            visit(dep)
-        visiting.discard(name)
-        ordered.append(name)
-
-    for name in services:
-        visit(name)
-    return ordered
+    """Dependencies first (graphlib: iterative, so a long `depends_on` chain in an
+    untrusted compose file is ordered, not a RecursionError as the recursive sort was)."""
+    for service in services.values():
+        unknown = next((dep for dep in service.depends_on if dep not in services), None)
+        if unknown is not None:
+            raise SpecError(f"{path}: depends_on names the unknown service {unknown!r}")
+    sorter = graphlib.TopologicalSorter({name: s.depends_on for name, s in services.items()})
+    try:
+        return list(sorter.static_order())
+    except graphlib.CycleError as exc:
+        cycle = " → ".join(str(name) for name in reversed(exc.args[1]))
+        raise SpecError(f"{path}: depends_on has a cycle: {cycle}") from None

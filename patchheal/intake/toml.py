@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import tomli_w
+
 from patchheal.config import JobSpec
 from patchheal.errors import SpecError
 
@@ -50,32 +52,33 @@ def spec_to_toml(spec: JobSpec) -> str:
     return _toml(dumped)
 
 
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    if isinstance(value, dict):  # an inline table, e.g. [job] matrix
-        pairs = (f"{_toml_value(k)} = {_toml_value(v)}" for k, v in value.items())
-        return "{ " + ", ".join(pairs) + " }"
-    text = str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-    return f'"{text}"'
+_ORDER = ("job", "steps", "regression", "proposer", "proposers", "budget", "policy")
 
 
 def _toml(data: dict[str, Any]) -> str:
-    out: list[str] = []
-    order = ["job", "steps", "regression", "proposer", "proposers", "budget", "policy"]
-    for key in sorted(data, key=lambda k: order.index(k) if k in order else 99):
+    """The spec as TOML: every value written by tomli-w, which escapes what TOML cannot hold
+    raw (control characters, quotes, backslashes; the hand-written writer this replaced
+    did not, and `heal` refused a spec it printed for a step with an ESC in it). Sections
+    come in the order of a hand-written spec, arrays of tables as `[[steps]]` blocks."""
+
+    def rank(key: str) -> tuple[bool, int]:
+        # Plain values first: after a [table] header they would belong to that table.
+        table = isinstance(data[key], dict) or _is_array_of_tables(data[key])
+        return table, _ORDER.index(key) if key in _ORDER else len(_ORDER)
+
+    chunks: list[str] = []
+    for key in sorted(data, key=rank):
         value = data[key]
-        if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
-            for item in value:
-                out.append(f"[[{key}]]")
-                out.extend(f"{k} = {_toml_value(v)}" for k, v in item.items())
-                out.append("")
-        elif isinstance(value, dict):
-            out.append(f"[{key}]")
-            out.extend(f"{k} = {_toml_value(v)}" for k, v in value.items())
-            out.append("")
-    return "\n".join(out)
+        if _is_array_of_tables(value) and not any(
+            isinstance(v, dict) for item in value for v in item.values()
+        ):
+            # tomli-w writes a short array of tables inline, at the top; a spec reads better
+            # as blocks. Flat tables only: a nested one stays tomli-w's to place.
+            chunks.extend(f"[[{key}]]\n{tomli_w.dumps(item)}" for item in value)
+        else:
+            chunks.append(tomli_w.dumps({key: value}))
+    return "\n".join(chunks)
+
+
+def _is_array_of_tables(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(v, dict) for v in value)

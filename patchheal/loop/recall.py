@@ -2,7 +2,8 @@
 
 * A proposer with a fixed list (`StaticProposer`) is screened before anything
   runs: candidates already tried for this fingerprint are recorded as
-  `rejected_repeat` and never proposed.
+  `rejected_repeat` and never proposed; ones the policy refused before are
+  gated (and recorded) again, so a second run shows they were offered again.
 * Fixes that verified for this fingerprint (in any job, any run, any worker)
   are tried before a proposer is asked, and again before every later
   proposal, so a fix another worker verifies meanwhile is picked up.
@@ -42,6 +43,14 @@ class StepMemory:
     def screen(self, proposers: Sequence[Proposer], step: StepState) -> None:
         fp = step.failure.fingerprint
         known = {a.normalized_diff_hash for a in self.store.verified_fixes(fp, limit=50)}
+        # Refused by policy before: never claimed, so not a repeat, yet offered again. It
+        # goes through the gates again now (recorded, never run), or reuse-first would
+        # fix the step and the refusal would vanish from the log and the report.
+        refused = {
+            a.normalized_diff_hash
+            for a in self.store.attempts(fingerprint=fp)
+            if a.outcome is Outcome.REJECTED_POLICY
+        }
         for proposer in proposers:
             if not isinstance(proposer, StaticProposer):
                 continue
@@ -51,7 +60,9 @@ class StepMemory:
                     normalized = diffs.normalized_hash(candidate.diff)
                 except NotADiff:
                     continue
-                if normalized in known or self.store.prior_claim(fp, normalized) is None:
+                if normalized in known:
+                    continue
+                if normalized not in refused and self.store.prior_claim(fp, normalized) is None:
                     continue
                 self.attempt(candidate, step, False)  # the claim check rejects it, unrun
                 dropped.add(candidate.label)
@@ -81,7 +92,11 @@ class StepMemory:
             candidate = Candidate(
                 diff=known.diff,
                 strategy=known.strategy,
-                rationale=f"reused: {known.rationale}".strip(),
+                rationale=(
+                    f"reused: the fix that verified for this failure in job {known.job_id} "
+                    f"(attempt {known.attempt_number})"
+                    + (f": {known.rationale}" if known.rationale.strip() else "")
+                ),
                 proposer="memory",
                 label=known.label or "known fix",
             )

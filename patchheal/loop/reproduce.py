@@ -16,7 +16,7 @@ from pathlib import Path
 from patchheal.config import BudgetSpec, StepSpec
 from patchheal.errors import DependencySetupError, HarnessError
 from patchheal.failure.analysis import analyze, analyze_file
-from patchheal.failure.classify import classify, flaky
+from patchheal.failure.classify import classify, flaky, runbook
 from patchheal.harness.base import Harness
 from patchheal.loop.verification import judge_regression
 from patchheal.models import (
@@ -171,6 +171,8 @@ def reproduce(
                 *classification.evidence,
             ),
             next_actions=(
+                # What the harness run itself lacks (e.g. the setup line) comes first.
+                *_own_environment_actions(classification),
                 "The step fails differently in the harness than in CI: align the harness "
                 "(image, setup, environment) with the CI runner, then heal again.",
             ),
@@ -183,6 +185,14 @@ def reproduce(
             classification = flaky(failure, passes=passes, runs=budget.flaky_reruns + 1)
     baselines = _regression_baselines(harness, regression, tree, budget)
     return Reproduction(result, verdict, failure, classification, ci_fingerprint, baselines)
+
+
+def _own_environment_actions(classification: Classification) -> tuple[str, ...]:
+    """The specific next actions of a harness run that failed for its environment."""
+    if classification.failure_class is not FailureClass.ENV_MISMATCH:
+        return ()
+    generic = set(runbook(FailureClass.ENV_MISMATCH))
+    return tuple(a for a in classification.next_actions if a not in generic)
 
 
 def _regression_baselines(

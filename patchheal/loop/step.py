@@ -22,7 +22,7 @@ from patchheal.loop.lease import ProposalLease
 from patchheal.loop.recall import StepMemory
 from patchheal.memory.hints import SimilarLimits
 from patchheal.models import AttemptRecord, Candidate, Classification, Outcome, StepEnd
-from patchheal.proposers.base import ProposalRequest, Proposer
+from patchheal.proposers.base import ProposalRequest, Proposer, StaticProposer
 from patchheal.proposers.config import ProposerConfig
 
 # Candidates that never reach the harness (rejected, not applicable) do not
@@ -357,9 +357,7 @@ class StepHealer:
         if candidate is None:
             return None
         self.budget.tokens += candidate.tokens_used
-        return candidate.model_copy(
-            update={"approach": approach, "memory_degraded": similar.degrade_reason}
-        )
+        return _stamped(candidate, proposer, approach, similar.degrade_reason)
 
     def _memory_limits(self) -> SimilarLimits:
         memory = self.runner.job.memory
@@ -428,3 +426,11 @@ class StepHealer:
         if strategy:
             tags["strategy"] = strategy
         return tags
+
+
+def _stamped(candidate: Candidate, proposer: Proposer, approach: str, degraded: str) -> Candidate:
+    """The candidate with the approach the loop asked for and the memory search's state.
+    A fixed list of patches never reads the approach: recording one would label a patch
+    file (even a test-deleting one) with advice it was never given."""
+    asked = "" if isinstance(proposer, StaticProposer) else approach
+    return candidate.model_copy(update={"approach": asked, "memory_degraded": degraded})

@@ -134,6 +134,28 @@ def similar_failures(
     return found
 
 
+def same_failure(session: Session, fingerprint: str, limits: SimilarLimits) -> Similar:
+    """What memory holds for this very fingerprint: its verified fixes (one per patch, newest
+    first) and its failed attempts, as hints of similarity 1."""
+    found = Similar()
+    rows = session.execute(
+        select(AttemptRow)
+        .where(col(AttemptRow.fingerprint) == fingerprint)
+        .where(col(AttemptRow.outcome).in_((Outcome.FIXED.value, *_FAILED)))
+        .order_by(col(AttemptRow.id).desc())
+    ).scalars()
+    patches: set[str] = set()
+    for row in rows:
+        key = row.normalized_diff_hash or row.diff_hash or str(row.id)
+        if key in patches:
+            continue
+        patches.add(key)
+        wanted = found.fixes if row.outcome == Outcome.FIXED.value else found.failed
+        if len(wanted) < (limits.fixes if wanted is found.fixes else limits.failed):
+            wanted.append(_hint(session, row, 1.0))
+    return found
+
+
 def similar_fixes(
     session: Session, failure: Failure, *, limit: int, threshold: float, exclude: str | None
 ) -> list[Hint]:

@@ -317,6 +317,14 @@ class AttemptStore(LockMixin, LeaseMixin, ControlMixin, OutcomeMixin):
         except Exception as exc:  # advisory memory: an unreadable store degrades, never blocks
             return Similar(degraded=True, degrade_reason=f"memory unavailable: {exc}"[:300])
 
+    def same_failure(self, fingerprint: str, limits: SimilarLimits | None = None) -> Similar:
+        """Fixes and failed attempts recorded for this very fingerprint (`similar` leaves it
+        out: it looks for other failures)."""
+        from patchheal.memory.hints import SimilarLimits, same_failure
+
+        with self._read() as session:
+            return same_failure(session, fingerprint, limits or SimilarLimits())
+
     # -- consistency ----------------------------------------------------------
 
     def integrity_check(self) -> list[str]:

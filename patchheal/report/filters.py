@@ -162,9 +162,16 @@ def why(attempt: AttemptRecord) -> str:
     """Why an attempt ended, in one line: the first line of its recorded reason (a git
     error dump is folded under the attempt, not printed here), else the telling line
     of its log excerpt."""
-    reason_lines = [line for line in attempt.reason.splitlines() if line.strip()]
+    reason_lines = [line.strip() for line in attempt.reason.splitlines() if line.strip()]
     if reason_lines:
-        return _short(reason_lines[0])
+        first = reason_lines[0]
+        if first.endswith(":") and len(reason_lines) > 1:
+            # A heading for the details below it ("… by any method:"): the telling
+            # detail goes with it, or the line reads as cut off.
+            rest = reason_lines[1:]
+            detail = next((line for line in rest if _ERRORISH.search(line)), rest[0])
+            return _short(f"{first} {detail}")
+        return _short(first)
     lines = [line.strip() for line in attempt.log_excerpt.splitlines() if line.strip()]
     for line in reversed(lines):
         if _ERRORISH.search(line):

@@ -194,8 +194,8 @@ OUTCOME_MEANING: dict[Outcome, str] = {
 # Why a failure of each class is not patched: the "not patched because …" sentence.
 NOT_PATCHED_BECAUSE: dict[FailureClass, str] = {
     FailureClass.ENV_MISMATCH: (
-        "the step does not fail the same way in the harness as in CI, so the environment "
-        "differs, not the code"
+        "the environment the step runs in is at fault, not the code (see the evidence: a "
+        "missing install step, tool or credential, or a failure that differs from CI)"
     ),
     FailureClass.DEPENDENCY_ISSUE: (
         "a third-party dependency is missing or its versions conflict; the dependency "

@@ -1,0 +1,159 @@
+"""A job without the setup it needs: what is missing, and the spec line that adds it.
+
+A step that fails because its environment lacks something (the project is not
+installed, a test tool or a command is missing) is not a code bug: every patch,
+the right one included, fails the same way. The classifier calls it
+`env_mismatch` and these helpers say what to add to the job spec, with the
+line to write (`setup = ["pip install -e ."]` under `[job]`).
+
+The worktree is untrusted: it is only read here (file existence, a bounded
+`pyproject.toml` parsed as data), never imported or executed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from pathlib import Path
+
+SOURCE_ROOTS = (".", "src", "lib")
+_PYPROJECT_LIMIT = 1024 * 1024
+_TEST_EXTRAS = ("test", "tests", "testing", "dev")
+# A shell's "not found": bash `bash: line 1: ruff: command not found`, dash
+# `sh: 1: ruff: not found`, zsh `zsh: command not found: ruff`.
+_SHELL_NOT_FOUND = re.compile(
+    r"(?m)^[\w/.-]*sh(?:: line \d+)?(?:: \d+)?: (?P<tool>[\w.+-]+): (?:command )?not found\s*$"
+    r"|command not found: (?P<zsh>[\w.+-]+)"
+)
+# Commands that a pip install provides, by the package that provides them.
+_PIP_PACKAGES = {
+    "pytest": "pytest",
+    "py.test": "pytest",
+    "ruff": "ruff",
+    "mypy": "mypy",
+    "black": "black",
+    "flake8": "flake8",
+    "isort": "isort",
+    "pylint": "pylint",
+    "tox": "tox",
+    "nox": "nox",
+    "coverage": "coverage",
+    "pre-commit": "pre-commit",
+    "dbt": "dbt-core",
+    "alembic": "alembic",
+    "django-admin": "django",
+    "sphinx-build": "sphinx",
+    "nose2": "nose2",
+    "pytest_cov": "pytest-cov",
+    "xdist": "pytest-xdist",
+    "hypothesis": "hypothesis",
+    "mock": "mock",
+}
+_NODE_RUNTIME = frozenset({"node", "npm", "npx", "yarn", "pnpm", "corepack"})
+_NODE_TOOLS = frozenset({"jest", "mocha", "vitest", "tsc", "eslint", "ts-node", "prettier"})
+_AGAIN = "then heal again: `patchheal heal JOB.toml`"
+
+
+def spec_line(key: str, commands: list[str]) -> str:
+    """`key = ["…"]` as it is written in TOML (JSON strings are valid TOML basic strings)."""
+    return f"{key} = [" + ", ".join(json.dumps(c) for c in commands) + "]"
+
+
+def module_location(module: str, repo_root: str | Path) -> str | None:
+    """Where the dotted `module` is a file or package of the project ('src/inventory'), if it is."""
+    parts = [p for p in module.split(".") if p]
+    if not parts or any(not p.isidentifier() for p in parts):
+        return None
+    root_path = Path(repo_root)
+    for root in SOURCE_ROOTS:
+        base = root_path.joinpath(root, *parts)
+        if base.with_suffix(".py").is_file():
+            return base.with_suffix(".py").relative_to(root_path).as_posix()
+        # A package, or a namespace package (a folder of modules without __init__.py).
+        if base.is_dir() and any(base.glob("*.py")):
+            return base.relative_to(root_path).as_posix()
+    return None
+
+
+def _pyproject(repo_root: Path) -> dict[str, object]:
+    path = repo_root / "pyproject.toml"
+    try:
+        if not path.is_file() or path.stat().st_size > _PYPROJECT_LIMIT:
+            return {}
+        return tomllib.loads(path.read_text(encoding="utf-8", errors="replace"))
+    except (OSError, tomllib.TOMLDecodeError, RecursionError):
+        return {}
+
+
+def install_command(repo_root: str | Path) -> str | None:
+    """The pip command that installs the project with its test extra, if it can be installed."""
+    root = Path(repo_root)
+    pyproject = _pyproject(root)
+    project = pyproject.get("project")
+    tool = pyproject.get("tool")
+    poetry = isinstance(tool, dict) and "poetry" in tool
+    packaged = (
+        isinstance(project, dict)
+        or poetry
+        or (root / "setup.py").is_file()
+        or (root / "setup.cfg").is_file()
+    )
+    if not packaged:
+        return None
+    extras = project.get("optional-dependencies") if isinstance(project, dict) else None
+    extra = next((e for e in _TEST_EXTRAS if isinstance(extras, dict) and e in extras), None)
+    return f"pip install -e '.[{extra}]'" if extra else "pip install -e ."
+
+
+def project_not_importable(module: str, where: str, repo_root: str | Path) -> tuple[str, ...]:
+    """Next actions for a project module present in the tree that the step cannot import."""
+    command = install_command(repo_root)
+    if command is not None:
+        return (
+            f"Install the project in the job's setup: the step imports `{module}` ({where}), "
+            f"which nothing installs. Add under [job] in the job spec: "
+            f"`{spec_line('setup', [command])}`; {_AGAIN}.",
+        )
+    top = where.split("/")[0] if where.startswith(("src/", "lib/")) else "."
+    return (
+        f"Put the project on the path: the step imports `{module}` ({where}), and the project "
+        "has no packaging metadata (pyproject [project], setup.py, setup.cfg) to install. "
+        f"Prefix the step's command under [[steps]] with `PYTHONPATH={top}` "
+        f'or add `pythonpath = ["{top}"]` under [tool.pytest.ini_options]; {_AGAIN}.',
+    )
+
+
+def tool_missing(tool: str) -> tuple[str, ...]:
+    """Next actions for a command or Python module the step needs and the harness lacks."""
+    if tool in _NODE_RUNTIME:
+        return (
+            f"Run the job in a harness that has `{tool}`: under [job] in the job spec, "
+            f'`harness = "node"` (or a harness of your own whose image has it); {_AGAIN}.',
+        )
+    if tool in _NODE_TOOLS:
+        return (
+            f"Install the project's node dependencies (which provide `{tool}`) in the job's "
+            f"setup: under [job], `{spec_line('setup', ['npm ci'])}`, with "
+            f'`harness = "node"`; {_AGAIN}.',
+        )
+    package = _PIP_PACKAGES.get(tool) or _PIP_PACKAGES.get(tool.split(".")[0])
+    if package is not None:
+        return (
+            f"Install `{package}` (it provides `{tool}`) in the job's setup: under [job] in the "
+            f"job spec, `{spec_line('setup', [f'pip install {package}'])}` (or add it to "
+            f"the project's test dependencies and install those); {_AGAIN}.",
+        )
+    return (
+        f"Install `{tool}` in the job's setup (under [job] in the job spec, e.g. "
+        f"`{spec_line('setup', [f'pip install {tool}'])}` for a Python tool), or choose a "
+        f"harness whose image has it (`harness = ...`, docs/harnesses.md); {_AGAIN}.",
+    )
+
+
+def tool_not_found(text: str) -> str | None:
+    """The command a shell said it could not find in `text`, if one did."""
+    found = _SHELL_NOT_FOUND.search(text)
+    if found is None:
+        return None
+    return found["tool"] or found["zsh"]

@@ -1,0 +1,2 @@
+function sum(a, b) { return a - b; }
+module.exports = { sum };
