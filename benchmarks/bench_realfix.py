@@ -21,7 +21,8 @@ A case counts when its step reproduced (failed on the pre-fix tree, patchable)
 and the fix's test passes on the fix's tree in a plain run (bench_context's
 "reproduced"); a false alarm is a counted fix not judged `fixed`.
 
-Run: python benchmarks/bench_realfix.py [--repo OWNER/NAME] [--per-repo N] [--runs DIR] [-v]
+Run: python benchmarks/bench_realfix.py [--repo OWNER/NAME] [--per-repo N] [--runs DIR]
+     [--reproduced-in DIR] [-v]
 (`--runs DIR` keeps each case's outcome there and reuses it on the next call.)
 """
 
@@ -172,6 +173,11 @@ def _cached(
     return judged
 
 
+def _reproduced(runs: Path, fix: str) -> bool:
+    path = runs / f"{fix[:12]}.json"
+    return path.is_file() and bool(json.loads(path.read_text()).get("reproduced"))
+
+
 def table(results: list[Judged]) -> list[str]:
     lines = [
         "| project | cases | reproduced | fix judged fixed | false alarms | no-op judged no_effect "
@@ -199,11 +205,18 @@ def main() -> int:
     parser.add_argument("--repo", action="append", help="only this project's cases (repeatable)")
     parser.add_argument("--per-repo", type=int, default=0, help="at most N cases per project")
     parser.add_argument("--runs", type=Path, help="keep and reuse each case's outcome here")
+    parser.add_argument(
+        "--reproduced-in",
+        type=Path,
+        help="only the cases that reproduced in an earlier run's --runs directory",
+    )
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args()
     cases = json.loads(CORPUS.read_text())
     if args.repo:
         cases = [c for c in cases if c["repo"] in args.repo]
+    if args.reproduced_in is not None:
+        cases = [c for c in cases if _reproduced(args.reproduced_in, str(c["fix"]))]
     if args.per_repo:
         seen: dict[str, int] = {}
         kept = []
