@@ -86,6 +86,7 @@ def verify_candidate(
         failure=gate.failure,  # type: ignore[arg-type]
         regression=(),
         regression_baseline=gate.regression_baseline,
+        changed=tuple(candidate.edits),  # as loop/attempt.py passes the diff's files
     )
     return outcome, reason
 
