@@ -11,6 +11,16 @@ stay on, so the difference is the results channel alone).
     python benchmarks/bench_verdict.py --by-id    # only the current verdict
     python benchmarks/bench_verdict.py --no-twins # also the current verdict without twins
     python benchmarks/bench_verdict.py --twin-cost 7   # verify() with / without twins
+    python benchmarks/bench_verdict.py --full     # every table issue 24 asks for, one run
+
+`--full` runs, one after another in this run, each measurement of the verdict
+and prints its table: the generative hostile battery per family, runner and
+form (bench_hostile.py), false alarms on real upstream fixes (bench_realfix.py)
+and on real projects' clean suites (bench_clean_suites.py), the collector
+compatibility matrix (tests/test_collector_matrix.py, every pytest × Python
+this machine has), the twins' cost (--twin-cost) and the tripwire's battery and
+slowdown (bench_tripwire.py). The real-project parts need the mirrors (see
+bench_context.py) and Docker; it takes hours on a 2-core machine.
 
 The impossible twins (loop/twins.py) are switched off in this process only, for a
 row to compare with: `TwinRun.after` then keeps each run's verdict as it is.
@@ -113,6 +123,36 @@ def families(judged: list[Judged]) -> list[str]:
     return lines
 
 
+_FULL: tuple[tuple[str, list[str]], ...] = (
+    ("hostile candidates per family, runner and form", ["benchmarks/bench_hostile.py"]),
+    ("false alarms on real upstream fixes", ["benchmarks/bench_realfix.py"]),
+    ("false alarms on clean suites", ["benchmarks/bench_clean_suites.py"]),
+    (
+        "collector matrix (runner version x identical outcomes)",
+        ["-m", "pytest", "-q", "-rA", "tests/test_collector_matrix.py"],
+    ),
+    ("cost of the twins", ["benchmarks/bench_verdict.py", "--twin-cost", "5"]),
+    ("tripwire battery and slowdown", ["benchmarks/bench_tripwire.py", "--runs", "5"]),
+)
+
+
+def full() -> int:
+    """Every measurement issue 24 asks for, in one run, each table under its heading."""
+    import os
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    status = 0
+    env = {**os.environ, "PATCHHEAL_COLLECTOR_MATRIX": "full"}
+    for title, argv in _FULL:
+        print(f"\n## {title}\n", flush=True)
+        started = time.monotonic()
+        done = subprocess.run([sys.executable, *argv], cwd=root, env=env, check=False)
+        print(f"\n({' '.join(argv)}: exit {done.returncode}, {time.monotonic() - started:.0f} s)")
+        status = status or done.returncode
+    return status
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--by-id", action="store_true", help="skip the printed-only baseline")
@@ -120,7 +160,10 @@ def main() -> int:
         "--no-twins", action="store_true", help="add a row: by id without the impossible twins"
     )
     parser.add_argument("--twin-cost", type=int, metavar="N", help="time verify() N times")
+    parser.add_argument("--full", action="store_true", help="every table of issue 24, one run")
     args = parser.parse_args()
+    if args.full:
+        return full()
     if args.twin_cost:
         twin_cost(args.twin_cost)
         return 0
