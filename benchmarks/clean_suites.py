@@ -79,8 +79,12 @@ def materialize(project: SuiteProject, into: Path) -> list[str] | None:
     return config
 
 
-def command(project: SuiteProject, tree: Path, config: list[str], workdir: str) -> str:
-    """`python -m pytest` over the suite, the package importable as its CI installs it."""
+def command(
+    project: SuiteProject, tree: Path, config: list[str], workdir: str, *, plain: bool = False
+) -> str:
+    """`python -m pytest` over the suite, the package importable as its CI installs it.
+    `plain`: with none of patchheal's code in the process (PYTHONPATH is the project's
+    alone, no PYTEST_PLUGINS), pytest's own JUnit XML beside it."""
     src = f"{workdir}/src" if (tree / "src").is_dir() else workdir
     layout = ["-o", f"pythonpath={src}"] if config else []
     argv = [
@@ -94,4 +98,7 @@ def command(project: SuiteProject, tree: Path, config: list[str], workdir: str) 
         *layout,
         project.tests,
     ]
+    if plain:
+        argv += ["--junitxml=.bench-plain-junit.xml", "-o", "junit_family=xunit1"]
+        return f"env -u PYTEST_PLUGINS PYTHONPATH={shlex.quote(src)} " + shlex.join(argv)
     return f'PYTHONPATH="$PYTHONPATH:{src}" ' + shlex.join(argv)
