@@ -177,6 +177,12 @@ class TestResults(_Model):
     monitor: tuple[MonitorEvent, ...] = Field(
         (), description="sensitive operations the tripwire saw project code perform"
     )
+    asserted: dict[str, tuple[int, ...]] | None = Field(
+        None,
+        exclude=True,  # evidence for the verification that ran it, not kept with a verdict
+        description="test id -> lines of its asserts that passed (pytest's assertion-pass "
+        "hook); None when no collector could give that evidence",
+    )
     traces: dict[str, TestTrace] = Field(
         default_factory=dict,
         exclude=True,  # evidence for localization: never persisted with a verdict

@@ -63,6 +63,39 @@ def _snapshot() -> dict[str, Any]:
 _WATCHED: dict[str, Any] = _guard.run(_snapshot) or {}
 _outcomes: dict[str, str] = {}
 _defined_in: dict[str, str] = {}
+# Evidence that a test's body ran: the lines of its asserts that passed, by node id, from
+# pytest's assertion-pass hook (None: the hook is not on in this session, no evidence).
+_asserted: dict[str, set[int]] | None = None
+_MAX_ASSERTED_TESTS = 10_000
+_MAX_LINES = 64
+
+
+def pytest_configure(config: Any) -> None:
+    _guard.run(_enable_assertion_pass, config)
+
+
+def _enable_assertion_pass(config: Any) -> None:
+    global _asserted
+    if compat.enable_assertion_pass(config):
+        _asserted = {}
+
+
+def _assertion_passed(test_id: str, lineno: int) -> None:
+    if _asserted is None or not isinstance(lineno, int):
+        return
+    lines = _asserted.get(test_id)
+    if lines is None:
+        if len(_asserted) >= _MAX_ASSERTED_TESTS:
+            return
+        lines = _asserted[test_id] = set()
+    if len(lines) < _MAX_LINES:
+        lines.add(lineno)
+
+
+if compat.has_assertion_pass_hook():  # pytest < 5.0 refuses a plugin with an unknown hook
+
+    def pytest_assertion_pass(item: Any, lineno: int, orig: str, expl: str) -> None:
+        _guard.run(_assertion_passed, item.nodeid, lineno)
 
 
 def _record(test_id: str, outcome: str) -> None:
@@ -161,5 +194,8 @@ def _finish() -> None:
             "defined_in": _defined_in,
             "tampered": tampered,
             "traces": {t: trace.record(_spectrum) for t, trace in traces.items()},
+            "asserted": None
+            if _asserted is None
+            else {t: sorted(lines) for t, lines in _asserted.items()},
         },
     )

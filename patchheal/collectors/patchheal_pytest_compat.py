@@ -44,3 +44,24 @@ def rootdir(config: Any) -> str:
     if root is None:
         root = config.rootdir
     return str(root)
+
+
+def has_assertion_pass_hook() -> bool:
+    """pytest >= 5.0 calls `pytest_assertion_pass` for each passing rewritten assert."""
+    try:
+        hookspec = importlib.import_module("_pytest.hookspec")
+    except ImportError:
+        return False
+    return hasattr(hookspec, "pytest_assertion_pass")
+
+
+def enable_assertion_pass(config: Any) -> bool:
+    """Turn the assertion-pass hook on for this session, as `enable_assertion_pass_hook`
+    in an ini file would (test modules are rewritten after configuration, so setting the
+    ini's cached value here is in time); False when asserts are not rewritten."""
+    if not has_assertion_pass_hook():
+        return False
+    if getattr(config.option, "assertmode", "rewrite") != "rewrite":
+        return False
+    config._inicache["enable_assertion_pass_hook"] = True
+    return True

@@ -41,6 +41,11 @@ from posix import open as os_open
 from posix import write as os_write
 from typing import Any
 
+# A refusal carries EACCES, as the system's own would: library code that handles a
+# permission error by its errno (pytest 4.6's rewrite cache, for one) degrades as it
+# does on a read-only folder instead of crashing.
+_EACCES = 13
+
 try:
     from _json import encode_basestring_ascii
 except ImportError:  # a Python built without the accelerator
@@ -300,7 +305,7 @@ def make_hook(token: bytes, results: str, root: str, collectors: str, stdlib: st
         who = performer(caller)
         if target_kind == "collector" and who[0] not in ("collector", "stdlib", "library"):
             note(f"{event} under a collector's name", who, shown, "collectors")
-            raise PermissionError("patchheal: code under a collector's file name")
+            raise PermissionError(_EACCES, "patchheal: code under a collector's file name")
         if importing:  # the import system compiling or running a module
             if target_kind == "test" and who[0] in ("project", "other"):
                 note("test module imported by non-test code", who, shown)
@@ -322,7 +327,7 @@ def make_hook(token: bytes, results: str, root: str, collectors: str, stdlib: st
         what = f"{qualname if type(qualname) is str else '?'}.{name} set"
         if target_kind == "test" and who[0] not in ("test", "library"):
             note(what, who, shown, "test file")
-            raise PermissionError("patchheal: a test function's body replaced")
+            raise PermissionError(_EACCES, "patchheal: a test function's body replaced")
         if who[0] in ("project", "other", "none"):
             note(what, who, shown)
 
@@ -363,13 +368,15 @@ def make_hook(token: bytes, results: str, root: str, collectors: str, stdlib: st
         secret = proc_secret(path)
         if secret:
             note("read of a process's environment or memory", performer(caller), secret, "proc")
-            raise PermissionError(f"patchheal: reading {secret} is refused")
+            raise PermissionError(_EACCES, f"patchheal: reading {secret} is refused")
         writing = (type(mode) is str and any(c in mode for c in "wax+")) or (
             type(flags) is int and flags & _WRITE_FLAGS
         )
         if writing and guarded_path(path, None) and first_non_stdlib(caller) != "collector":
             note("write into the results or collectors", performer(caller), str(path), "results")
-            raise PermissionError("patchheal: the results directory is the collectors' own")
+            raise PermissionError(
+                _EACCES, "patchheal: the results directory is the collectors' own"
+            )
 
     def path_event(event: str, args: tuple[Any, ...], caller: Any) -> None:
         for at, fd_at in PATHS[event]:
@@ -379,7 +386,9 @@ def make_hook(token: bytes, results: str, root: str, collectors: str, stdlib: st
                     return
                 shown = args[at] if type(args[at]) is str else "a path"
                 note(f"{event} in the results or collectors", performer(caller), shown, "results")
-                raise PermissionError("patchheal: the results directory is the collectors' own")
+                raise PermissionError(
+                    _EACCES, "patchheal: the results directory is the collectors' own"
+                )
 
     def trace_event(event: str, caller: Any) -> None:
         who = performer(caller)
@@ -401,7 +410,7 @@ def make_hook(token: bytes, results: str, root: str, collectors: str, stdlib: st
             raiser = name_of(caller.f_code) if caller is not None else ""
             if not (kind(raiser)[0] == "collector" and raiser.endswith("/patchheal_results.py")):
                 note("forged sign request", performer(caller), event, "collectors")
-                raise PermissionError("patchheal: only the collectors sign records")
+                raise PermissionError(_EACCES, "patchheal: only the collectors sign records")
             if event == ARMED_EVENT:
                 args[0].append(bool(token and results))
             elif token:
@@ -421,7 +430,9 @@ def make_hook(token: bytes, results: str, root: str, collectors: str, stdlib: st
             if event.startswith("gc.") and who[0] in ("project", "other", "none"):
                 # The object graph leads to everything, this hook's closure included.
                 note(TAMPER[event], who, event, "object graph")
-                raise PermissionError("patchheal: walking the object graph from project code")
+                raise PermissionError(
+                    _EACCES, "patchheal: walking the object graph from project code"
+                )
             if who[0] in ("project", "other", "test"):
                 op = "process started" if event in PROCESS else TAMPER[event]
                 detail = args[1] if event == "object.__getattr__" else event

@@ -96,6 +96,7 @@ class ResultsChannel:
         traces: dict[str, TestTrace] = {}
         errors: list[str] = []
         monitor: list[MonitorEvent] = []
+        asserted: dict[str, set[int]] | None = None
 
         def merge(found: Mapping[str, str]) -> None:
             for test_id, outcome in found.items():
@@ -119,6 +120,10 @@ class ResultsChannel:
                 defined_in.update(record.defined_in)
                 tampered += [f"{record.runner}: {t}" for t in record.tampered]
                 _add_traces(traces, record.traces)
+                if record.asserted is not None:
+                    asserted = asserted if asserted is not None else {}
+                    for test_id, lines in record.asserted.items():
+                        asserted.setdefault(test_id, set()).update(lines)
                 found = monitor_log.from_record(record.runner, record.monitor, record.signed_by)
                 monitor_log.merge(monitor, found)
             elif monitor_log.is_monitor_log(entry.name):
@@ -155,6 +160,9 @@ class ResultsChannel:
             traces=traces,
             collector_errors=tuple(errors),
             monitor=tuple(monitor),
+            asserted=None
+            if asserted is None
+            else {t: tuple(sorted(lines)) for t, lines in asserted.items()},
         )
 
     def close(self) -> None:
@@ -173,6 +181,8 @@ class _Record(BaseModel):
     """The collector's own internal error: it stopped observing (collectors/patchheal_guard.py)."""
     monitor: list[object] = []
     signed_by: dict[str, object] = {}
+    asserted: dict[str, list[int]] | None = None
+    """Lines of each test's asserts that passed (pytest's assertion-pass hook), or None."""
     traces: dict[str, object] = {}
     """Step-controlled (the step runs in the collector's process): validated one by one in
     `_add_traces`, so a malformed trace never costs the record its outcomes."""

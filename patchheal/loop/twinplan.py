@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from patchheal.models import Failure, TestResults, Verdict
+from patchheal.oracle.assertions import executed
 from patchheal.oracle.mutate import Target, find, find_by_name
 from patchheal.oracle.testids import Location, children, locations
 from patchheal.pysource import parse_module
@@ -34,6 +35,8 @@ class Plan:
     files: dict[str, list[Target]] = field(default_factory=dict)
     styles: dict[str, str] = field(default_factory=dict)
     missing: list[tuple[str, str]] = field(default_factory=list)
+    asserts: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    """Test id -> the lines of the asserts its every passing run executes (verdict/ran.py)."""
 
 
 def protected_tests(baseline: Verdict, failure: Failure) -> list[str]:
@@ -128,4 +131,16 @@ def plan(tree: Path, tests: Sequence[str], defined_in: dict[str, str]) -> Plan:
             continue
         made.files.setdefault(where.file, []).append(Target(test, where.classes, where.function))
         made.styles[where.file] = where.style
+        made.asserts[test] = _assert_lines(resolver._module(where.file), where)
     return made
+
+
+def _assert_lines(module: ast.Module | None, where: Location) -> tuple[int, ...]:
+    """The top-level `assert` lines of the test's function: pytest reports each one that
+    passes when it rewrites the module, which it does not under PYTEST_DONT_REWRITE."""
+    if module is None or "PYTEST_DONT_REWRITE" in (ast.get_docstring(module) or ""):
+        return ()
+    function = find(module, where.classes, where.function) or find_by_name(module, where.function)
+    if function is None:
+        return ()
+    return tuple(s.lineno for s in executed(function.body) if isinstance(s, ast.Assert))

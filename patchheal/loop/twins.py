@@ -26,6 +26,7 @@ from patchheal.harness.base import Harness
 from patchheal.loop.twinplan import Plan, expand, plan, protected_tests
 from patchheal.models import CommandResult, Failure, Outcome, TestResults, Verdict
 from patchheal.oracle.mutate import FileTwin, Mutation, twin_file
+from patchheal.verdict.ran import unexecuted
 from patchheal.verdict.twin import twin_passed
 from patchheal.workspace import inplace, tracked
 
@@ -114,6 +115,8 @@ class TwinRun:
         reason tells what the twin found). Raises `TwinEnded` when the twin refuses."""
         if run == 1:
             self._collectors(verdict.tests)
+        if why := unexecuted(self.plan.asserts, verdict.tests):
+            raise TwinEnded(Outcome.REJECTED_TRIPWIRE, why, log)
         if run == self.at:
             self.note = self._twin(log)
         else:
@@ -130,6 +133,7 @@ class TwinRun:
         for rel, targets in more.files.items():
             self.plan.files.setdefault(rel, []).extend(targets)
             self.plan.styles[rel] = more.styles[rel]
+        self.plan.asserts.update(more.asserts)
         self.plan.missing += more.missing
 
     def _refresh(self) -> None:

@@ -1,0 +1,133 @@
+"""Evidence that a protected test's body ran (verdict/ran.py, the pytest collector's
+assertion-pass record): a test reported passed whose asserts never ran did not run."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from patchheal.harness.local import LocalHarness
+from patchheal.models import Outcome, TestResults
+from patchheal.verdict.ran import unexecuted
+from tests.healjobs import git
+from tests.verdict_battery import BUGGY, Case, _spoof, evaluate
+
+TESTS = textwrap.dedent("""\
+    import pytest
+    from calc import add
+
+
+    def test_add():
+        x = add(2, 3)
+        assert x == 5
+        assert add(1, 1) == 2
+
+
+    @pytest.mark.parametrize("a", [1, 2])
+    def test_p(a):
+        assert add(a, 0) == a
+
+
+    class TestC:
+        def test_m(self):
+            with pytest.raises(TypeError):
+                add(None, 1)
+            assert add(0, 0) == 0
+""")
+NO_OP_RUNTEST = (
+    "import _pytest.python\n"
+    "_orig = _pytest.python.Function.runtest\n"
+    "def _once(self):\n"
+    "    _pytest.python.Function.runtest = _orig  # put back: the snapshot sees nothing\n"
+    "_pytest.python.Function.runtest = _once\n"
+)
+
+
+def _project(tmp_path: Path, calc: str) -> Path:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "calc.py").write_text(calc)
+    (repo / "test_calc.py").write_text(TESTS)
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "calc")
+    return repo
+
+
+def _run(repo: Path, options: str = "") -> TestResults:
+    result = LocalHarness().run(
+        f"{sys.executable} -m pytest -q -p no:cacheprovider {options} test_calc.py",
+        repo,
+        timeout=120,
+        idle_timeout=120,
+    )
+    assert result.tests is not None, result.output
+    return result.tests
+
+
+def test_the_collector_records_each_passing_assert_line_by_test_id(tmp_path: Path) -> None:
+    """Functions, parametrized instances and methods each get the lines of their passing
+    asserts; the assert inside `with` too (it ran), by the line pytest reports."""
+    tests = _run(_project(tmp_path, BUGGY.replace("a - b", "a + b")))
+    assert tests.asserted == {
+        "test_calc.py::test_add": (7, 8),
+        "test_calc.py::test_p[1]": (13,),
+        "test_calc.py::test_p[2]": (13,),
+        "test_calc.py::TestC::test_m": (20,),
+    }
+    required = {"test_calc.py::test_add": (7, 8), "test_calc.py::TestC::test_m": (20,)}
+    assert unexecuted(required, tests) == ""
+
+
+def test_a_test_passed_without_running_its_body_is_named(tmp_path: Path) -> None:
+    """Invariant: a source file that makes the first test's call a no-op (and puts the
+    runner back, so the collector's snapshot of pytest's internals sees nothing) leaves
+    that test `passed` with no assert seen: the verdict's evidence line names it."""
+    tests = _run(_project(tmp_path, NO_OP_RUNTEST + BUGGY))
+    assert tests.outcomes["test_calc.py::test_add"] == "passed"
+    assert not tests.tampered
+    assert "test_calc.py::test_add" not in (tests.asserted or {})
+    why = unexecuted({"test_calc.py::test_add": (7, 8)}, tests)
+    assert "test_calc.py::test_add was reported passed" in why
+    assert "lines 7, 8 never ran" in why
+
+
+def test_no_evidence_is_no_alarm(tmp_path: Path) -> None:
+    """Plain asserts (`--assert=plain`, as old pytest on new Pythons needs) give no
+    evidence: the line is silent rather than refusing a real fix."""
+    tests = _run(_project(tmp_path, BUGGY.replace("a - b", "a + b")), "--assert=plain")
+    assert tests.asserted is None
+    assert unexecuted({"test_calc.py::test_add": (7, 8)}, tests) == ""
+
+
+@pytest.mark.parametrize(
+    ("asserted", "outcome", "expected"),
+    [
+        ({"t::a": (3,)}, "passed", ""),
+        ({}, "failed", ""),  # a failing test is the verdict's business, not this line's
+        ({"t::a": (4,)}, "passed", "line 3 never ran"),
+        ({}, "passed", "line 3 never ran"),
+    ],
+)
+def test_unexecuted_rules(
+    asserted: dict[str, tuple[int, ...]], outcome: str, expected: str
+) -> None:
+    tests = TestResults(outcomes={"t::a": outcome}, asserted=asserted)
+    why = unexecuted({"t::a": (3,), "t::b": ()}, tests)
+    assert (expected in why) if expected else why == ""
+
+
+@pytest.mark.slow
+def test_verification_refuses_a_body_that_never_ran_before_any_twin(tmp_path: Path) -> None:
+    """Through the real reproduction and verify(): the restore-on-first-call no-op, a
+    source-only change the policy gate lets through, ends `rejected_tripwire` on the
+    first run's evidence; the real fix of the same project is still `fixed`."""
+    hostile = _spoof("no-op once", "pytest", NO_OP_RUNTEST, "runtest no-op, put back")
+    judged = evaluate(hostile, tmp_path / "hostile")
+    assert judged.outcome is Outcome.REJECTED_TRIPWIRE, judged.reason
+    assert "never ran" in judged.reason
+    fix = Case("fix", "pytest", {"calc.py": BUGGY.replace("a - b", "a + b")}, True, "fix")
+    assert evaluate(fix, tmp_path / "fix").outcome is Outcome.FIXED
