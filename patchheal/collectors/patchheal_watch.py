@@ -181,7 +181,9 @@ def make_hook(token: bytes, results: str, root: str, collectors: str, stdlib: st
     log: list[int] = []
     log_name = f"monitor-{getpid()}-{urandom(4).hex()}.log"
     proc_dev = stat("/proc/self").st_dev if _exists("/proc/self") else -1
-    guarded = {_ident(p) for p in (results, _parent(results), collectors) if p}
+    # A folder the step's user cannot stat gives no identity: it must not stand for every
+    # path that does not exist yet (a new temp file), so it is left out.
+    guarded = {_ident(p) for p in (results, _parent(results), collectors) if p} - {_NO_IDENT}
 
     def kind(filename: str) -> tuple[str, str]:
         """(kind, path shown) of a code object's file: project, test, collector, stdlib,
@@ -473,11 +475,14 @@ def _parent(path: str) -> str:
     return head or ("/" if path.startswith("/") else ".")
 
 
+_NO_IDENT = (-1, -1)
+
+
 def _ident(path: str) -> tuple[int, int]:
     try:
         found = stat(path)
     except (OSError, ValueError):
-        return (-1, -1)
+        return _NO_IDENT
     return (found.st_dev, found.st_ino)
 
 
