@@ -42,6 +42,12 @@ left() {{
   done
   return 1
 }}
+mounted() {{
+  while read -r _id _parent _dev _root point _rest; do
+    [ "$point" = "$1" ] && return 0
+  done </proc/self/mountinfo
+  return 1
+}}
 n=0
 while kill -9 -1 2>/dev/null; left; do
   n=$((n + 1))
@@ -55,8 +61,12 @@ for dir in /tmp /dev/shm /dev/mqueue; do
     [ -e "$entry" ] || [ -L "$entry" ] || continue
     [ -d "$entry" ] && [ ! -L "$entry" ] && chmod -R u+rwx "$entry" 2>/dev/null
     rm -rf "$entry" 2>/dev/null
-    # What the engine made (root's mount points of same-path mounts) stays; nothing of the user's.
-    found=$(find "$entry" -uid "$me" -print -quit 2>/dev/null)
+    # What the engine made stays: the mount points of same-path mounts (a worktree root or
+    # git folder under the host's /tmp, owned by whoever runs patchheal, often the step's
+    # user) and what is below them (-xdev). Nothing else of the user's may be left.
+    found=$(find "$entry" -xdev -uid "$me" -print 2>/dev/null | while read -r path; do
+      mounted "$path" || {{ echo "$path"; break; }}
+    done)
     if [ -n "$found" ]; then echo "$found is left after the cleanup"; exit {NOT_EMPTY}; fi
   done
 done
