@@ -181,6 +181,8 @@ def _twins(
             outcomes={test: "failed"},
             defined_in={test: results.defined_in[test]} if test in results.defined_in else {},
             runners=("pytest",),
+            # What the tripwire saw the suite's own code do: the reproduction's record.
+            monitor=results.monitor,
         )
         baseline = Verdict(
             passed=False, reason="as if it failed", failing_tests=(test,), tests=failed
