@@ -344,3 +344,26 @@ def test_ids_name_their_files() -> None:
     outcomes = {"tests.test_x.A.test_b": "passed", "other.B.test_c": "passed"}
     assert children(outcomes, "unittest.loader._FailedTest.test_x") == ["tests.test_x.A.test_b"]
     assert children({"t.py::a": "passed", "u.py::b": "passed"}, "t.py") == ["t.py::a"]
+
+
+def test_an_assert_after_a_return_nested_in_a_try_is_never_chosen() -> None:
+    """Invariant: a passing run may end at a `return` nested in `try`/`if` (itsdangerous's
+    `test_serializer_kwargs` returns early where its serializer lacks an option), so an
+    assert after it is neither made impossible (its twin would pass honestly: a false
+    `rejected_oracle`) nor required as evidence; the impossible assertion is added before."""
+    import ast
+
+    from patchheal.oracle.assertions import executed
+
+    source = (
+        "def test_kwargs():\n"
+        "    s = make()\n"
+        "    try:\n"
+        "        s.dumps(None)\n"
+        "    except TypeError:\n"
+        "        return\n"
+        "    assert s.loads(s.dumps(1)) == 1\n"
+    )
+    function = ast.parse(source).body[0]
+    assert isinstance(function, ast.FunctionDef)
+    assert [type(s).__name__ for s in executed(function.body)] == ["Assign"]

@@ -117,13 +117,28 @@ class Source:
 
 
 def executed(body: list[ast.stmt]) -> list[ast.stmt]:
-    """The statements of a body that every run reaching its end executed."""
+    """The statements of a body that every passing run executed: those before the first
+    statement that can end the function early (a `return`, also one nested in an `if`,
+    `try` or loop, as in `try: ... except TypeError: return`; found on itsdangerous)."""
     done = []
     for stmt in body:
-        if isinstance(stmt, ast.Return | ast.Raise):
+        if isinstance(stmt, ast.Raise) or _can_return(stmt):
             break
         done.append(stmt)
     return done
+
+
+def _can_return(stmt: ast.stmt) -> bool:
+    """Whether `stmt` holds a `return` of the function it is in (not of a nested one)."""
+    todo: list[ast.AST] = [stmt]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Return):
+            return True
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
+            continue
+        todo.extend(ast.iter_child_nodes(node))
+    return False
 
 
 def _literal(node: ast.expr) -> bool:
@@ -265,7 +280,7 @@ def _appended(source: Source, function: Function) -> Rewrite:
     what = "an assertion that cannot hold was added (the test has no top-level assertion)"
     body = function.body
     done = executed(body)
-    if len(done) < len(body):  # before the top-level `return`/`raise`, on its line
+    if len(done) < len(body):  # before the first statement that may end it, on its line
         stop = body[len(done)]
         line, col = source.start(stop)
         return Rewrite((Edit(line, col, line, col, f"{check}; "),), line, what)
