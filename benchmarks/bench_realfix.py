@@ -41,6 +41,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_context import CORPUS, SETUP, _config_aside, materialize, mirror, same_test
+from clean_suites import _git
 
 from patchheal.config import BudgetSpec, StepSpec
 from patchheal.harness.definitions import load_harness
@@ -64,17 +65,6 @@ class Judged:
     noop_outcome: str = ""
     noop_reason: str = ""
     seconds: float = 0.0
-
-
-def _git(tree: Path, *args: str) -> None:
-    env = {
-        "GIT_AUTHOR_NAME": "b",
-        "GIT_AUTHOR_EMAIL": "b@b.invalid",
-        "GIT_COMMITTER_NAME": "b",
-        "GIT_COMMITTER_EMAIL": "b@b.invalid",
-        "PATH": "/usr/bin:/bin",
-    }
-    subprocess.run(["git", *args], cwd=tree, env=env, check=True, capture_output=True)
 
 
 def _command(tree: Path, config: list[str], targets: list[str], workdir: str) -> str:

@@ -20,6 +20,7 @@ import pytest
 
 from patchheal.failure.analysis import analyze
 from tests.healjobs import git
+from tests.test_missing_setup import PROJECT
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -92,22 +93,8 @@ def test_demo_reports_commands_reproduce_the_failure_and_check_the_fix(tmp_path:
     assert checked.stdout.count(" passed") == 2  # in the harness, then in the local worktree
 
 
-SETUP_PROJECT = {
-    "pyproject.toml": textwrap.dedent("""\
-        [project]
-        name = "inventory"
-        version = "0.1.0"
-
-        [build-system]
-        requires = ["setuptools>=61"]
-        build-backend = "setuptools.build_meta"
-    """),
-    "src/inventory/__init__.py": "def restock(level, amount):\n    return level - amount\n",
-    "tests/test_stock.py": (
-        "from inventory import restock\n\n\n"
-        "def test_restock_adds():\n    assert restock(2, 3) == 5\n"
-    ),
-}
+# The src/ project that only imports once installed (its setup is `pip install -e .`).
+SETUP_PROJECT = PROJECT
 
 
 def test_a_job_with_setup_reproduces_with_its_setup(tmp_path: Path) -> None:
