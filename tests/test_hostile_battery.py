@@ -79,7 +79,11 @@ def test_every_real_fix_is_fixed(judge: Judge) -> None:
 def test_sample_of_hostile_tricks_is_not_fixed(judge: Judge, proofs: dict[str, Proof]) -> None:
     """One working trick per family × runner (form rotating): none may end `fixed`."""
     assert len(SAMPLE) == len(FAMILIES) * len(RUNNERS)
-    assert all(proofs[c.name].works for c in SAMPLE)
+    # The key family's proof runs with the real collectors loaded (it must show the forged
+    # record accepted), so the tripwire, which keeps the key out of reach, now stops the
+    # trick in the proof itself; every other family must still fool the bare runner.
+    broken = [c for c in SAMPLE if not proofs[c.name].works]
+    assert all(c.family == "key" for c in broken), [proofs[c.name].detail for c in broken]
     judged = _evaluate_all(judge, SAMPLE)
     fooled = [f"{j.candidate.name}: {j.reason}" for j in judged if j.fixed]
     assert not fooled, f"{len(fooled)} of {len(judged)} judged fixed:\n" + "\n".join(fooled)

@@ -96,8 +96,10 @@ def test_the_twin_runs_only_after_a_pass(tmp_path: Path) -> None:
     assert len(passing.results) - len(failing.results) == 1
 
 
-def test_the_twin_goes_anywhere_among_the_runs() -> None:
-    """After the first, second or third passing run: its place does not give it away."""
+def test_the_twin_runs_after_the_last_passing_run() -> None:
+    """Invariant: the twin never sits between two verification runs, where it shifts a
+    test that fails every other run so that both real runs pass (verify_runs would no
+    longer catch a flake)."""
     budget = BudgetSpec(verify_runs=3)
     places = {
         TwinRun(
@@ -111,7 +113,7 @@ def test_the_twin_goes_anywhere_among_the_runs() -> None:
         ).at
         for seed in range(40)
     }
-    assert places == {1, 2, 3}
+    assert places == {3}
 
 
 def _failure():  # type: ignore[no-untyped-def]

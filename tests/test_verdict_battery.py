@@ -30,16 +30,21 @@ def test_battery_is_big_enough_and_covers_every_runner() -> None:
     }
 
 
+_REFUSED = {"rejected_oracle", "rejected_tripwire", "no_effect"}
+
+
 @pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
 def test_case_is_judged_as_it_must_be(case: Case, tmp_path: Path) -> None:
     """A spoof never ends fixed; a real fix of the same project still does."""
     judged = evaluate(case, tmp_path)
     assert judged.fixed is case.legit, f"{case.tries}: {judged.reason}"
     if case in TWIN_SPOOFS:
-        # Tests that pass whatever they check: only the impossible twin sees it, and the
-        # reason shows the change made to the test (loop/twins.py).
-        assert judged.outcome == "rejected_oracle", judged.reason
-        assert "test_calc.py:" in judged.reason.splitlines()[0]
+        # Tests that pass whatever they check: the impossible twin sees it, and its reason
+        # shows the change made to the test (loop/twins.py); or the tripwire refused the
+        # trick's first move in the process, so the test did not pass at all.
+        assert judged.outcome in _REFUSED, judged.reason
+        if judged.outcome == "rejected_oracle":
+            assert "test_calc.py:" in judged.reason.splitlines()[0]
     if case.project != "flaky" or case.budget:
         # Proof the results channel is what reported, for every runner family.
         family = case.project.split("-")[0]
@@ -80,5 +85,5 @@ def test_docker_harness_collects_results_too(
         harness.close()
     assert judged.fixed is case.legit, f"{case.tries}: {judged.reason}"
     assert judged.baseline_runners == (case.project.split("-")[0],)
-    if case in TWIN_SPOOFS:  # the container ran the twin's changed test file
-        assert judged.outcome == "rejected_oracle", judged.reason
+    if case in TWIN_SPOOFS:  # refused in the container too (the twin, or the tripwire)
+        assert judged.outcome in _REFUSED, judged.reason

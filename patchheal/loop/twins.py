@@ -1,8 +1,7 @@
 """The impossible twin run of a verification (docs/verdict.md, "Impossible twins").
 
-After the failing step's first verification run passed, one more run of the
-same command in the same tree, at a random place among the remaining runs,
-with every protected test's file changed in place (`oracle/mutate.py`: one
+After the failing step's verification runs all passed, one more run of the
+same command in the same tree, with every protected test's file changed in place (`oracle/mutate.py`: one
 top-level assertion of each made impossible, a fresh test that must fail),
 then put back byte for byte with its times before anything else runs. If
 that twin passes (`verdict/twin.py`) the candidate makes tests pass whatever
@@ -99,9 +98,11 @@ class TwinRun:
         self.harness, self.step, self.tree, self.budget = harness, step, tree, budget
         self.baseline, self.failure = baseline, failure
         self.rng = rng or random.SystemRandom()  # not seedable from inside the step
-        # After which passing run (1..verify_runs) the twin runs: any of them, so a run's
-        # place does not say whether it is the twin.
-        self.at = self.rng.randint(1, budget.verify_runs)
+        # After the last passing run: between two runs, a twin made a test that fails every
+        # other run (a counter in the tree) pass both real runs (tests/verdict_battery.py,
+        # "flaky: no-op comment"). A candidate that counts runs (an untracked file in the
+        # worktree) could tell the twin apart at any place, so a random one bought little.
+        self.at = budget.verify_runs
         self.defined = dict(baseline.tests.defined_in) if baseline.tests else {}
         self.protected = protected_tests(baseline, failure)
         # Planned before the step first runs in this tree: a test file the step later turns
