@@ -47,8 +47,10 @@ def test_hostile_results_reject_the_run_and_never_hang(
     tree.mkdir()
     (tree / "plant.py").write_text(PLANT)
     started = time.monotonic()
+    # `-I`: an interpreter that ignores PYTHONPATH, so no collector and no tripwire in it
+    # (which now refuse such writes from a watched process): the reader must hold alone.
     result = harness.run(
-        "python plant.py", tree, timeout=120, idle_timeout=120, results="reports/*.xml"
+        "python -I plant.py", tree, timeout=120, idle_timeout=120, results="reports/*.xml"
     )
     assert time.monotonic() - started < 60
     assert "planted" in result.output
