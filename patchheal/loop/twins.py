@@ -1,8 +1,9 @@
 """The impossible twin run of a verification (docs/verdict.md, "Impossible twins").
 
 After the failing step's verification runs all passed, one more run of the
-same command in the same tree, with every protected test's file changed in place (`oracle/mutate.py`: one
-top-level assertion of each made impossible, a fresh test that must fail),
+same command in the same tree, with every protected test's file changed in
+place (`oracle/mutate.py`: one top-level assertion of each made impossible, a
+fresh test that must fail),
 then put back byte for byte with its times before anything else runs. If
 that twin passes (`verdict/twin.py`) the candidate makes tests pass whatever
 they check: `rejected_oracle`, never `fixed`. A test no twin could be made
