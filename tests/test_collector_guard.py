@@ -14,6 +14,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -225,12 +226,18 @@ def test_a_project_pinning_pytest_5_4_has_its_real_fix_judged_fixed(
     fix was `no_effect`)."""
     repo = make_repo(OLD_PYTEST_PROJECT)
     harness = LocalHarness(setup=["python -m pip install -q pytest==5.4.3"])
-    step = StepSpec(name="unit", command="python -m pytest -v tests/test_calc.py")
-    gate = reproduce(harness, step, repo, BUDGET, regression=())
-    assert gate.failure is not None
+    gate = _old_pytest_reproduced_then_fixed(harness, repo)
     assert gate.classification is not None
     assert gate.classification.failure_class.value == "code_bug"
     assert "AttributeError" not in gate.result.output
+
+
+def _old_pytest_reproduced_then_fixed(harness: Any, repo: Path) -> Any:
+    """The pytest 5.4 project reproduced by id in `harness`, then its real fix `fixed`;
+    returns the reproduction."""
+    step = StepSpec(name="unit", command="python -m pytest -v tests/test_calc.py")
+    gate = reproduce(harness, step, repo, BUDGET, regression=())
+    assert gate.failure is not None
     assert "pytest-5.4.3" in gate.result.output
     assert gate.verdict.tests is not None
     assert gate.verdict.tests.outcomes == {
@@ -250,6 +257,7 @@ def test_a_project_pinning_pytest_5_4_has_its_real_fix_judged_fixed(
         regression_baseline={},
     )
     assert outcome is Outcome.FIXED, reason
+    return gate
 
 
 @pytest.mark.docker
@@ -269,29 +277,8 @@ def test_docker_harness_old_pytest_real_fix_is_fixed(
     # A nonce: another session's dependency image must not stand in for this one.
     setup = [f"pip install pytest==5.4.3 && echo {uuid.uuid4().hex}"]
     harness = DockerHarness(load_harness("python"), job_id=f"oldpytest-{repo.name}", setup=setup)
-    step = StepSpec(name="unit", command="python -m pytest -v tests/test_calc.py")
     try:
-        gate = reproduce(harness, step, repo, BUDGET, regression=())
-        assert gate.failure is not None
-        assert "pytest-5.4.3" in gate.result.output
-        assert gate.verdict.tests is not None
-        assert gate.verdict.tests.outcomes == {
-            "tests/test_calc.py::test_add": "failed",
-            "tests/test_calc.py::test_zero": "passed",
-        }
-        git(repo, "reset", "-q", "--hard")
-        (repo / "calc.py").write_text(CALC.replace("a - b", "a + b"))
-        outcome, reason, _ = verify(
-            harness,
-            step,
-            repo,
-            BUDGET,
-            baseline=gate.verdict,
-            failure=gate.failure,
-            regression=(),
-            regression_baseline={},
-        )
-        assert outcome is Outcome.FIXED, reason
+        _old_pytest_reproduced_then_fixed(harness, repo)
     finally:
         dependency_image = harness.run_image(repo)
         harness.close()
