@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import statistics
 import sys
 import tempfile
@@ -103,6 +104,46 @@ def twin_cost(repeats: int) -> None:
     )
 
 
+def demo_fix_seconds(root: Path) -> float:
+    """One `patchheal demo` in `root` (Docker harness, its own store); the wall time of its
+    verified candidate (06-fix_boundary: apply, gates, two runs of the failing step, the
+    regression step and, with twins, the twin run), as the attempt store recorded it."""
+    from patchheal.cli import main as cli_main
+    from patchheal.memory.store import AttemptStore
+    from patchheal.models import Outcome
+
+    db = root / "attempts.sqlite3"
+    argv = ["-q", "demo", "--workdir", str(root / "demo"), "--db", str(db)]
+    argv += ["--reports", str(root / "reports")]
+    with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):
+        cli_main(argv)
+    store = AttemptStore(db)
+    attempts = store.attempts(job_id="demo-pricing")
+    store.close()
+    fixed = [a for a in attempts if a.outcome is Outcome.FIXED]
+    assert len(fixed) == 1, [(a.attempt_number, a.outcome, a.reason) for a in attempts]
+    return fixed[0].duration_seconds
+
+
+def twin_cost_heal(repeats: int) -> None:
+    """The whole verified candidate of the demo job, with and without its twin, interleaved:
+    what the twin adds to a job whose failing step is one test and whose regression step
+    is the suite (the demo's job spec), the ratio of the medians."""
+    times: dict[bool, list[float]] = {True: [], False: []}
+    for _ in range(repeats):
+        for twins in (True, False):
+            switch = contextlib.nullcontext() if twins else no_twins()
+            with tempfile.TemporaryDirectory(prefix="bench-twin-heal-") as root, switch:
+                times[twins].append(demo_fix_seconds(Path(root)))
+    with_, without = statistics.median(times[True]), statistics.median(times[False])
+    print("| verified candidate (demo job, Docker) | with twin (median s) | without | ratio |")
+    print("| --- | --- | --- | --- |")
+    print(
+        f"| 06-fix_boundary ({repeats} runs each) | {with_:.2f} | {without:.2f} | "
+        f"{with_ / without:.2f} |"
+    )
+
+
 def row(name: str, judged: list[Judged], seconds: float) -> str:
     spoofs = [j for j in judged if not j.case.legit]
     legit = [j for j in judged if j.case.legit]
@@ -171,6 +212,8 @@ def main() -> int:
         return full()
     if args.twin_cost:
         twin_cost(args.twin_cost)
+        print()
+        twin_cost_heal(args.twin_cost)
         return 0
     header = "| verdict | spoofs tried | spoofs judged fixed | legit fixes | legit judged fixed |"
     lines = [header + " seconds |", "| --- | --- | --- | --- | --- | --- |"]
