@@ -72,6 +72,16 @@ class JobSection(_Spec):
         description="the python-version the failing CI job's setup-python asked for (set "
         "from `workflow`); trusted before the repository's files, after `python`",
     )
+    node: str | None = Field(
+        None,
+        description="the Node the step runs on ('20'), among the harness's [nodes]; "
+        "unset: inferred from the repository (docs/harnesses.md)",
+    )
+    node_from_workflow: str | None = Field(
+        None,
+        description="the node-version the failing CI job's setup-node asked for (set from "
+        "`workflow`); trusted before the repository's files, after `node`",
+    )
     objective: str = Field("", description="what the job is for, shown to proposers")
     workflow: str | None = Field(
         None,
@@ -413,6 +423,8 @@ def _with_workflow(data: dict[str, Any]) -> dict[str, Any]:
         job["harness"] = derived.harness
     if derived.python and not job.get("python") and not job.get("python_from_workflow"):
         job["python_from_workflow"] = derived.python
+    if derived.node and not job.get("node") and not job.get("node_from_workflow"):
+        job["node_from_workflow"] = derived.node
     # Idempotent, so a printed spec (which carries the derived setup) loads to the same spec.
     own = [c for c in job.get("setup", []) if c not in derived.setup]
     job["setup"] = [*derived.setup, *own]

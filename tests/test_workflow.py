@@ -162,7 +162,13 @@ def test_node_workflow_uses_the_node_harness_and_its_shell(tmp_path: Path) -> No
     assert derived.harness == "node"
     assert derived.setup == ["bash --noprofile --norc -eo pipefail -c 'npm ci'"]
     assert derived.step.command == "sh -e -c 'npm test'"
-    assert any("node-version 20; the node harness provides 18" in n for n in derived.notes)
+    assert derived.node == "20"  # the job's Node: the harness offers it (issue 26)
+    from patchheal.harness import nodes
+    from patchheal.harness.definitions import load_harness
+
+    defn, why = nodes.choose(load_harness("node"), tmp_path, "HEAD", None, derived.node)
+    assert defn.image.suite == "trixie"
+    assert why == "Node 20: the failing CI job's setup-node names 20"
 
 
 def test_the_ci_log_picks_the_failing_step(tmp_path: Path) -> None:

@@ -72,11 +72,14 @@ def list_(repo: Path | None, as_json: bool) -> None:
     "health-check it, then remove it (the cached image is left alone).",
 )
 @click.option("--python", default=None, help="One of the harness's [pythons] (e.g. 3.9).")
-def build(name: str, repo: Path | None, rebuild_from_scratch: bool, python: str | None) -> None:
+@click.option("--node", default=None, help="One of the harness's [nodes] (e.g. 20).")
+def build(
+    name: str, repo: Path | None, rebuild_from_scratch: bool, python: str | None, node: str | None
+) -> None:
     """Build NAME's image if it is missing (offline when no registry answers)."""
     import time
 
-    from patchheal.harness import containers, images, pythons
+    from patchheal.harness import containers, images, nodes, pythons, runtimes
     from patchheal.harness.definitions import load_harness
 
     defn = load_harness(name, repo)
@@ -84,6 +87,9 @@ def build(name: str, repo: Path | None, rebuild_from_scratch: bool, python: str 
         defn = load_harness(defn.compose.base, repo)
     if python is not None:
         defn = pythons.with_python(defn, pythons.minor(python) or python, f"--python {python}")
+    if node is not None:
+        wanted = nodes.NODE.parse(node) or node
+        defn = runtimes.with_version(nodes.NODE, defn, wanted, f"--node {node}")
     client = containers.engine()
     started = time.monotonic()
     with _progress(f"build {defn.name}") as progress:

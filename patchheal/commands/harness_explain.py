@@ -21,12 +21,19 @@ import click
 @click.option("--last-green", default=None, help="The last passing commit (changed files).")
 @click.option("--harness", "wanted", default="auto", show_default=True, help="As [job] harness.")
 @click.option("--python", "python", default=None, help="As [job] python (e.g. 3.9).")
+@click.option("--node", "node", default=None, help="As [job] node (e.g. 20).")
 @click.option("--json", "as_json", is_flag=True, help="one JSON object")
 def explain(
-    repo: Path, base: str, last_green: str | None, wanted: str, python: str | None, as_json: bool
+    repo: Path,
+    base: str,
+    last_green: str | None,
+    wanted: str,
+    python: str | None,
+    node: str | None,
+    as_json: bool,
 ) -> None:
     """Show which harness a job on --repo at --base gets, and why (no engine needed)."""
-    choice = _choice(repo, base, last_green, wanted, python)
+    choice = _choice(repo, base, last_green, wanted, (python, node))
     if as_json:
         click.echo(json.dumps(choice, ensure_ascii=False))
         return
@@ -46,6 +53,8 @@ def explain(
         click.echo(f"step runs in: {choice['step_runs_in']}")
     if choice.get("python"):
         click.echo(f"python: {choice['python']} (offered: {', '.join(choice['pythons'])})")
+    if choice.get("node"):
+        click.echo(f"node: {choice['node']} (offered: {', '.join(choice['nodes'])})")
     click.echo(f"image: {choice['image']} (built offline when the engine lacks it)")
 
 
@@ -70,9 +79,13 @@ def _check_base(repo: Path, base: str) -> None:
 
 
 def _choice(
-    repo: Path, base: str, last_green: str | None, wanted: str, python: str | None
+    repo: Path,
+    base: str,
+    last_green: str | None,
+    wanted: str,
+    runtimes: tuple[str | None, str | None],
 ) -> dict[str, Any]:
-    from patchheal.harness import definitions, images, pythons, registry
+    from patchheal.harness import definitions, images, nodes, pythons, registry
 
     if wanted == "local":
         return {"harness": "local", "kind": "local", "reason": "the job names harness = 'local'"}
@@ -94,10 +107,15 @@ def _choice(
         choice["compose"] = _services(repo, base, defn)
         defn = definitions.load_harness(defn.compose.base, repo)
         choice["step_runs_in"] = defn.name
+    python, node = runtimes
     defn, chosen = pythons.choose(defn, repo, base, python)
     if chosen:
         choice["python"] = chosen
         choice["pythons"] = list(pythons.offered(defn))
+    defn, chosen = nodes.choose(defn, repo, base, node)
+    if chosen:
+        choice["node"] = chosen
+        choice["nodes"] = list(nodes.offered(defn))
     choice["image"] = images.image_tag(defn)
     return choice
 

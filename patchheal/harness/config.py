@@ -183,6 +183,11 @@ class HarnessDef(_Def):
         "('bullseye'): the Pythons a job may choose (`[job] python`), each image built "
         "offline from its suite; the one of [image] suite is the default",
     )
+    nodes: dict[str, str] = Field(
+        default_factory=dict,
+        description="Node major ('20') -> the Debian suite whose nodejs it is ('trixie'): "
+        "the Nodes a job may choose (`[job] node`), as `pythons` for Python",
+    )
     path: Path | None = Field(None, exclude=True, description="the folder it was loaded from")
 
     @field_validator("name")
@@ -195,12 +200,12 @@ class HarnessDef(_Def):
     @field_validator("pythons")
     @classmethod
     def _pythons_form(cls, value: dict[str, str]) -> dict[str, str]:
-        for version, suite in value.items():
-            if not re.fullmatch(r"3\.\d{1,2}", version) or not re.fullmatch(
-                r"[a-z][a-z0-9-]*", suite
-            ):
-                raise ValueError(f"{version!r} = {suite!r}: want '3.N' = 'debian-suite'")
-        return value
+        return _runtime_table(value, r"3\.\d{1,2}", "3.N")
+
+    @field_validator("nodes")
+    @classmethod
+    def _nodes_form(cls, value: dict[str, str]) -> dict[str, str]:
+        return _runtime_table(value, r"\d{1,3}", "N (a major)")
 
     @model_validator(mode="after")
     def _kind_matches_sections(self) -> HarnessDef:
@@ -248,3 +253,11 @@ def load_harness_file(path: Path) -> HarnessDef:
     except ValidationError as exc:
         lines = [f"invalid harness definition {path}:", *validation_problems(exc)]
         raise SpecError("\n  ".join(lines)) from None
+
+
+def _runtime_table(value: dict[str, str], version_form: str, shown: str) -> dict[str, str]:
+    """A `[pythons]`/`[nodes]` table: each version in its form -> a Debian suite name."""
+    for version, suite in value.items():
+        if not re.fullmatch(version_form, version) or not re.fullmatch(r"[a-z][a-z0-9-]*", suite):
+            raise ValueError(f"{version!r} = {suite!r}: want '{shown}' = 'debian-suite'")
+    return value

@@ -13,11 +13,11 @@ from __future__ import annotations
 import configparser
 import re
 import tomllib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from patchheal import proc
+from patchheal.harness.runtimes import Evidence
 
 _READ_CHARS = 256 * 1024
 _CLASSIFIER = re.compile(r"Programming Language :: Python :: (3\.\d+)\b")
@@ -25,37 +25,27 @@ _PYTHON_REQUIRES = re.compile(r"python_requires\s*=\s*['\"]([^'\"]+)['\"]")
 _TOX_ENV = re.compile(r"\bpy(3)(\d{1,2})\b")
 
 
-@dataclass
-class Evidence:
-    """One source: the versions it names, or the range it allows (`spec`)."""
+def allows(spec: str, version: str) -> bool:
+    """Whether a `requires-python` range allows Python `version` ('3.9'); an invalid
+    range says nothing, so it allows every version."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
-    source: str
-    versions: list[str]
-    spec: str | None
-
-    def allows(self, version: str) -> bool:
-        from packaging.specifiers import InvalidSpecifier, SpecifierSet
-
-        try:
-            spec = SpecifierSet(self.spec or "")
-        except InvalidSpecifier:
-            return True
-        return spec.contains(version) or spec.contains(f"{version}.99")
-
-    def lowest(self) -> str | None:
-        """The oldest 3.x the range allows (to name it when no offered Python fits)."""
-        return next((f"3.{m}" for m in range(6, 30) if self.allows(f"3.{m}")), None)
+    try:
+        specifier = SpecifierSet(spec)
+    except InvalidSpecifier:
+        return True
+    return specifier.contains(version) or specifier.contains(f"{version}.99")
 
 
 def evidence_at(repo: Path, base: str) -> list[Evidence]:
     """Every source in the repository at `base` that names a Python, most trusted first."""
-    read = _reader(repo, base)
+    read = reader(repo, base)
     found: list[Evidence] = []
     pinned = read(".python-version")
     if pinned:
         lines = [ln.strip() for ln in pinned.splitlines() if ln.strip() and ln[0] != "#"]
         found.append(Evidence(".python-version", lines, None))
-    for name in _workflow_files(repo, base):
+    for name in workflow_files(repo, base):
         versions = workflow_versions(read(name) or "")
         if versions:
             found.append(Evidence(f"the CI workflow {name}", versions, None))
@@ -74,8 +64,13 @@ def evidence_at(repo: Path, base: str) -> list[Evidence]:
     return found
 
 
-def workflow_versions(text: str) -> list[str]:
-    """`python-version` values of a GitHub workflow: its matrices and its setup-python steps."""
+def workflow_versions(
+    text: str,
+    keys: tuple[str, ...] = ("python-version", "python", "python_version", "py"),
+    action: str = "setup-python",
+) -> list[str]:
+    """The versions a GitHub workflow names under `keys` (`python-version` by default): its
+    matrices (and their `include` entries) and the `with` of its `action` steps."""
     import yaml
 
     try:
@@ -89,14 +84,14 @@ def workflow_versions(text: str) -> list[str]:
             continue
         matrix = (body.get("strategy") or {}).get("matrix")
         if isinstance(matrix, dict):
-            for key in ("python-version", "python", "python_version", "py"):
+            for key in keys:
                 found += _strings(matrix.get(key))
             for extra in matrix.get("include") or []:
                 if isinstance(extra, dict):
-                    found += _strings(extra.get("python-version") or extra.get("python"))
+                    found += _strings(extra.get(keys[0]) or extra.get(keys[1]))
         for step in body.get("steps") or []:
-            if isinstance(step, dict) and "setup-python" in str(step.get("uses", "")):
-                wanted = str((step.get("with") or {}).get("python-version", ""))
+            if isinstance(step, dict) and action in str(step.get("uses", "")):
+                wanted = str((step.get("with") or {}).get(keys[0], ""))
                 if wanted and "${{" not in wanted:
                     found.append(wanted)
     return list(dict.fromkeys(found))
@@ -141,7 +136,7 @@ def _ranges(texts: dict[str, str]) -> list[tuple[str, str]]:
     return found
 
 
-def _reader(repo: Path, base: str) -> Any:
+def reader(repo: Path, base: str) -> Any:
     is_git = proc.git("rev-parse", "--verify", f"{base}^{{commit}}", cwd=repo, check=False).passed
 
     def read(path: str) -> str | None:
@@ -156,7 +151,7 @@ def _reader(repo: Path, base: str) -> Any:
     return read
 
 
-def _workflow_files(repo: Path, base: str) -> list[str]:
+def workflow_files(repo: Path, base: str) -> list[str]:
     where = ".github/workflows"
     listed = proc.git("ls-tree", "--name-only", f"{base}:{where}", cwd=repo, check=False)
     if listed.passed:

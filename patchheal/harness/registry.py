@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from patchheal.errors import InfraUnavailable, SpecError
-from patchheal.harness import inference, pythons
+from patchheal.harness import inference, nodes, pythons
 from patchheal.harness.config import HarnessDef
 from patchheal.harness.definitions import list_harnesses, load_harness
 
@@ -47,7 +47,8 @@ def resolve(job: JobSpec, repo: Path) -> tuple[HarnessDef | None, str]:
     defn, python = pythons.choose(
         load_harness(name, repo), repo, job.job.base, job.job.python, job.job.python_from_workflow
     )
-    return defn, f"{why}; {python}" if python else why
+    defn, node = nodes.choose(defn, repo, job.job.base, job.job.node, job.job.node_from_workflow)
+    return defn, "; ".join(filter(None, (why, python, node)))
 
 
 def docker_reachable() -> bool:

@@ -10,9 +10,10 @@ reads the job and turns it into what patchheal runs:
   the last `run:` step) becomes the `[[steps]]` command, with the workflow's,
   the job's and the step's `env`, `working-directory` and `shell` folded into
   one command line, so `--print-spec` shows exactly what runs;
-* `actions/setup-python` / `actions/setup-node` choose the harness (and a
-  version the harness does not provide is said); `actions/checkout` is the
-  worktree; every other `uses:` step is named as not run;
+* `actions/setup-python` / `actions/setup-node` choose the harness, and their
+  `python-version` / `node-version` the job's runtime (one the harness does
+  not offer is refused naming the nearest: `runtimes.py`); `actions/checkout`
+  is the worktree; every other `uses:` step is named as not run;
 * `${{ matrix.X }}` comes from the chosen matrix entry (the first one unless
   `--matrix X=V` picks another), `${{ env.X }}` from the env in scope, and
   `${{ secrets.X }}` becomes a variable passed through from the host by name,
@@ -35,8 +36,6 @@ _INSTALL = re.compile(
     r"^\s*(python3? -m )?(pip3?|poetry|uv|pipenv|npm|yarn|pnpm)\s+"
     r"(install|ci|sync|add)\b"
 )
-# What the bundled harnesses provide, so a requested version that differs is said.
-HARNESS_VERSIONS = {"python": "3.11", "node": "18"}
 # Actions whose effect the harness provides; anything else is named as not run.
 _PROVIDED = {
     "actions/checkout": "the worktree is the checkout",
@@ -71,6 +70,7 @@ class DerivedJob:
     passthrough: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     python: str | None = None  # setup-python's python-version, expanded
+    node: str | None = None  # setup-node's node-version, expanded
 
     def spec_fragment(self) -> dict[str, Any]:
         """The raw `[job]`/`[[steps]]` keys this derivation supplies."""
@@ -119,14 +119,15 @@ def derive(
     raw_steps = body.get("steps")
     if not isinstance(raw_steps, list) or not raw_steps:
         raise SpecError(f"job {job!r} in {path} has no steps")
-    harness, parsed, python = "generic", [], None
+    harness, parsed, python, node = "generic", [], None, None
     for index, raw in enumerate(raw_steps, start=1):
         if not isinstance(raw, dict):
             raise SpecError(f"job {job!r} step {index} in {path} is not a mapping")
         name = str(raw.get("name") or raw.get("uses") or _first_line(raw.get("run")))
         if "uses" in raw:
-            harness = _action(str(raw["uses"]), raw.get("with") or {}, chosen, harness, notes)
-            python = _setup_python(str(raw["uses"]), raw.get("with") or {}, chosen) or python
+            harness = _action(str(raw["uses"]), harness)
+            python = _setup_version(raw, "setup-python", chosen) or python
+            node = _setup_version(raw, "setup-node", chosen) or node
             parsed.append(WorkflowStep(index, name, None, str(raw["uses"])))
             continue
         if "run" not in raw:
@@ -158,15 +159,17 @@ def derive(
         passthrough=sorted(set(passthrough)),
         notes=notes,
         python=python,
+        node=node,
     )
 
 
-def _setup_python(uses: str, with_: dict[str, Any], matrix: dict[str, str]) -> str | None:
-    """The python-version an `actions/setup-python` step asks for (the harness offers it
-    or refuses it: `pythons.py`)."""
-    if _action_name(uses) != "actions/setup-python":
+def _setup_version(raw: dict[str, Any], action: str, matrix: dict[str, str]) -> str | None:
+    """The version an `actions/setup-python` (`python-version`) or `actions/setup-node`
+    (`node-version`) step asks for; the harness offers it or refuses it (`runtimes.py`)."""
+    if _action_name(str(raw["uses"])) != f"actions/{action}":
         return None
-    wanted = _expand(str(with_.get("python-version", "")), {"matrix": matrix}, [], [])
+    key = action.removeprefix("setup-") + "-version"
+    wanted = _expand(str((raw.get("with") or {}).get(key, "")), {"matrix": matrix}, [], [])
     return wanted or None
 
 
@@ -294,26 +297,11 @@ def _action_name(uses: str) -> str:
     return uses.split("@", 1)[0].lower()
 
 
-def _action(
-    uses: str, with_: dict[str, Any], matrix: dict[str, str], harness: str, notes: list[str]
-) -> str:
+def _action(uses: str, harness: str) -> str:
+    """The harness a setup action chooses (its version is the job's: `_setup_version`)."""
     name = _action_name(uses)
-    for action, kind, key in (
-        ("actions/setup-python", "python", "python-version"),
-        ("actions/setup-node", "node", "node-version"),
-    ):
+    for action, kind in (("actions/setup-python", "python"), ("actions/setup-node", "node")):
         if name == action:
-            wanted = _expand(str(with_.get(key, "")), {"matrix": matrix}, [], notes)
-            provided = HARNESS_VERSIONS[kind]
-            if (
-                kind == "node"
-                and wanted
-                and not (wanted == provided or wanted.startswith(provided + "."))
-            ):
-                notes.append(
-                    f"{uses} asks for {key} {wanted}; the {kind} harness provides {provided} "
-                    f"(Debian bookworm): a harnesses/{kind}/ in the repository overrides it"
-                )
             return kind
     return harness
 
