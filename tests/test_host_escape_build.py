@@ -138,6 +138,6 @@ def test_a_constraints_file_named_in_a_requirements_file_stays_in_the_worktree(
     (tmp_path / "requirements.txt").write_text("click\n-c /etc/passwd\n")
     with pytest.raises(wheelhouse.HarnessError, match="constraints file /etc/passwd: outside"):
         wheelhouse.expand_requirement_files(["-r", "requirements.txt"], tmp_path)
-    assert wheelhouse.expand_requirement_files(["-c", "/srv/pins.txt"], tmp_path) == [
-        "-c", "/srv/pins.txt"
-    ]  # the job's own command line: the spec's author chose it
+    # The job's own command line: the spec's author chose the file.
+    own = wheelhouse.expand_requirement_files(["--constraint=/srv/pins.txt"], tmp_path)
+    assert own == ["-c", "/srv/pins.txt"]
