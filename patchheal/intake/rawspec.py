@@ -16,8 +16,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pathspec
-
 from patchheal.errors import SpecError
 
 MAX_SPEC_BYTES = 1024 * 1024
@@ -186,6 +184,8 @@ def glob_problem(pattern: str) -> str | None:
         return f"longer than {MAX_GLOB_CHARS} characters"
     if not pattern.strip():
         return None
+    import pathspec  # only where a spec sets globs: loading the spec models stays light
+
     try:
         compiled = pathspec.GitIgnoreSpec.from_lines([normal_glob(pattern)]).patterns
     except (ValueError, re.error) as exc:
