@@ -270,7 +270,10 @@ class MemorySpec(_Spec):
 class PolicySpec(_Spec):
     """The `[policy]` table: gates every candidate passes before it runs."""
 
-    protected_paths: tuple[str, ...] = Field(DEFAULT_PROTECTED_PATHS, description="glob patterns")
+    protected_paths: tuple[str, ...] = Field(
+        DEFAULT_PROTECTED_PATHS,
+        description="gitignore-style patterns (the last match wins; `!pattern` excepts)",
+    )
     extra_protected_paths: tuple[str, ...] = Field((), description="added to protected_paths")
     test_paths: tuple[str, ...] = Field(
         ("tests/**", "test/**", "**/test_*.py", "**/*_test.py", "**/conftest.py"),

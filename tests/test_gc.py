@@ -185,3 +185,61 @@ def test_gc_removes_a_workspace_whose_run_died_while_deleting_it(require_docker:
     done = patchheal("gc")
     assert done.returncode == 0, done.stderr
     assert not half_deleted.exists(), done.stdout
+
+
+# A patchheal process of one store that leaves a temp dir and the labels of its
+# containers, then exits (as after a kill): its owner pid is dead.
+_LEAVE = (
+    "import json, sys; from patchheal.harness import containers, leftovers; "
+    "containers.set_store(sys.argv[1]); "
+    "print(json.dumps([str(leftovers.make_temp_dir('patchheal-sources-')), "
+    "containers.owner_labels(sys.argv[2], 'run')]))"
+)
+
+
+def test_gc_dry_run_lists_only_the_leftovers_of_the_store_it_is_pointed_at(
+    engine: Any, python_image: str, tmp_path: Path
+) -> None:
+    """Two stores in two folders, each with a dead run's container (`docker create` of the
+    python harness image) and temp dir labelled by it: `gc --dry-run --db A` lists A's
+    and not B's, and removes nothing (issue 27: it offered another store's containers)."""
+    from patchheal.memory.store import AttemptStore
+    from patchheal.workspace.worktrees import store_key
+
+    env = {**os.environ, "TMPDIR": str(tmp_path / "tmp"), "PATCHHEAL_WORKTREE_ROOT": str(tmp_path)}
+    (tmp_path / "tmp").mkdir()
+    left: dict[str, tuple[Path, str, str]] = {}  # store -> (db, container, temp dir)
+    try:
+        for name in ("a", "b"):
+            (tmp_path / name).mkdir()
+            db = tmp_path / name / "store.sqlite3"
+            store = AttemptStore(str(db))
+            key = store_key(store.url)
+            store.close()
+            job_id = f"gc-store-{name}-{os.getpid()}"
+            made = subprocess.run(
+                [sys.executable, "-c", _LEAVE, key, job_id],
+                capture_output=True, text=True, check=True, env=env,
+            )  # fmt: skip
+            temp_dir, labels = json.loads(made.stdout)
+            assert labels[containers.LABEL_STORE] == key
+            flags = [f"--label={k}={v}" for k, v in labels.items()]
+            container = containers.container_name(job_id, "run")
+            left[name] = (db, container, temp_dir)
+            subprocess.run(
+                ["docker", "create", "--name", container, *flags, python_image, "true"],
+                capture_output=True, check=True,
+            )  # fmt: skip
+        for mine, theirs in (("a", "b"), ("b", "a")):
+            db, *own = left[mine]
+            done = patchheal("gc", "--dry-run", "--json", "--db", str(db), env=env)
+            assert done.returncode == 0, done.stderr
+            listed = {json.loads(line)["name"] for line in done.stdout.splitlines()}
+            assert set(own) <= listed, done.stdout
+            assert not set(left[theirs][1:]) & listed, done.stdout
+        for _, container, temp_dir in left.values():  # a dry run: everything still there
+            assert engine.containers.get(container)
+            assert Path(temp_dir).is_dir()
+    finally:
+        for _, container, _ in left.values():
+            subprocess.run(["docker", "rm", "-f", container], capture_output=True)

@@ -106,3 +106,38 @@ def test_requirement_files_are_expanded_and_kept_inside_the_worktree(tmp_path: P
         wheelhouse.expand_requirement_files(["-r", "loop.txt"], tmp_path)
     with pytest.raises(wheelhouse.HarnessError, match="outside the worktree"):
         wheelhouse.expand_requirement_files(["-r", "/etc/hostname"], tmp_path)
+
+
+def test_requirement_files_are_read_by_pips_line_rules(tmp_path: Path) -> None:
+    """A marker keeps its quotes (shlex split it into four arguments), a continued line is one
+    requirement (shlex raised "No escaped character"), a `--hash` stays in the file (the
+    command line's pip has no such option), and a constraints file a requirements file names
+    is taken relative to it."""
+    (tmp_path / "req").mkdir()
+    (tmp_path / "req" / "pins.txt").write_text("iniconfig<3\n")
+    (tmp_path / "requirements.txt").write_text(
+        'requests; python_version >= "3.8"  # marker\n'
+        "attrs \\\n    >=22\n"
+        "flask==2.0 --hash=sha256:abcd\n"
+        "--requirement=req/more.txt\n"
+    )
+    (tmp_path / "req" / "more.txt").write_text("-c pins.txt\n-i https://index.example/simple\n")
+    args = wheelhouse.expand_requirement_files(["-r", "requirements.txt"], tmp_path)
+    pins = str((tmp_path / "req" / "pins.txt").resolve())
+    assert args == [
+        'requests; python_version >= "3.8"', "attrs     >=22", "flask==2.0",
+        "-c", pins, "-i", "https://index.example/simple",
+    ]  # fmt: skip
+
+
+def test_a_constraints_file_named_in_a_requirements_file_stays_in_the_worktree(
+    tmp_path: Path,
+) -> None:
+    """The host reads a constraints file and says each line it drops: one outside the
+    worktree would show a host file's lines in the log."""
+    (tmp_path / "requirements.txt").write_text("click\n-c /etc/passwd\n")
+    with pytest.raises(wheelhouse.HarnessError, match="constraints file /etc/passwd: outside"):
+        wheelhouse.expand_requirement_files(["-r", "requirements.txt"], tmp_path)
+    # The job's own command line: the spec's author chose the file.
+    own = wheelhouse.expand_requirement_files(["--constraint=/srv/pins.txt"], tmp_path)
+    assert own == ["-c", "/srv/pins.txt"]

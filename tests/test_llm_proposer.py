@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import email.utils
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -230,6 +232,16 @@ def test_429_retry_after_header_is_honoured(job: JobSpec, repo: Path) -> None:
     with ChatServer(script) as server:
         _proposer(job, server.url, waits).propose(_request(job, repo))
     assert waits == [7.0]
+
+
+def test_429_retry_after_as_an_http_date_is_honoured(job: JobSpec, repo: Path) -> None:
+    waits: list[float] = []
+    when = email.utils.formatdate(time.time() + 20, usegmt=True)  # whole seconds
+    script = [Reply(status=429, headers={"Retry-After": when}), Reply(content=SEARCH_REPLACE)]
+    with ChatServer(script) as server:
+        _proposer(job, server.url, waits).propose(_request(job, repo))
+    assert len(waits) == 1
+    assert 17.0 <= waits[0] <= 20.0  # not the 0.5 s back-off
 
 
 def test_500_three_times_gives_up_after_three_tries(job: JobSpec, repo: Path) -> None:

@@ -6,6 +6,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from patchheal.config import PolicySpec
 from patchheal.gates.policy import PolicyDecision, check_candidate, path_matches
@@ -121,6 +122,28 @@ def test_extra_protected_paths_add_to_the_defaults(diff_of) -> None:
 )
 def test_glob_patterns(pattern: str, path: str, matches: bool) -> None:
     assert (path_matches(path, [pattern]) == pattern) is matches
+
+
+def test_a_later_negated_pattern_excepts_a_path_as_in_gitignore() -> None:
+    patterns = ["app/secrets/**", "!app/secrets/README.md"]
+    assert path_matches("app/secrets/keys.py", patterns) == "app/secrets/**"
+    assert path_matches("app/secrets/README.md", patterns) is None
+
+
+@pytest.mark.parametrize(
+    ("pattern", "says"),
+    [
+        ("[z-a].py", "not a gitignore pattern"),
+        ("src\\", "not a gitignore pattern"),
+        ("#secrets", "matches nothing"),
+        ("[", "matches nothing"),
+    ],
+)
+def test_a_protected_path_the_gate_cannot_match_with_is_a_spec_error(
+    pattern: str, says: str
+) -> None:
+    with pytest.raises(ValidationError, match=says):
+        PolicySpec(extra_protected_paths=(pattern,))
 
 
 def test_deleting_a_test_file_is_refused_unless_test_changes_are_allowed(diff_of) -> None:

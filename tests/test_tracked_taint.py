@@ -86,6 +86,20 @@ def test_the_declared_results_do_not_taint(tmp_path: Path) -> None:
     assert tracked.touched(before, tree) == ["reports/keep.txt"]
 
 
+def test_the_results_glob_excepts_exactly_what_the_results_reader_reads(tmp_path: Path) -> None:
+    """pathlib's glob, as harness/untrusted.py walks it: `*` stays in one directory and
+    `**/` also matches none (fnmatch on the whole path got both wrong)."""
+    tree = _tree(tmp_path)
+    (tree / "src.py").write_text("VALUE = 2\n")  # tracked, outside every glob below
+    (tree / "reports" / "keep.txt").write_text("rewritten by the step\n")
+    before = tracked.snapshot(tree)
+    (tree / "src.py").write_text("VALUE = 3\n")
+    (tree / "reports" / "keep.txt").write_text("rewritten again\n")
+    assert tracked.touched(before, tree, "*.txt") == ["reports/keep.txt", "src.py"]
+    assert tracked.touched(before, tree, "**/*.py") == ["reports/keep.txt"]
+    assert tracked.touched(before, tree, "**/keep.txt") == ["src.py"]
+
+
 def test_a_directory_that_is_no_git_worktree_is_not_checked(tmp_path: Path) -> None:
     (tmp_path / "f").write_text("a")
     before = tracked.snapshot(tmp_path)

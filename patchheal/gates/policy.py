@@ -18,11 +18,13 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+import pathspec
 from pydantic import BaseModel, ConfigDict
 
 from patchheal.config import PolicySpec
 from patchheal.errors import NotADiff
 from patchheal.gates.tampering import runner_tampering
+from patchheal.intake import rawspec
 from patchheal.workspace import diffs
 
 if TYPE_CHECKING:
@@ -90,44 +92,20 @@ class PolicyDecision(BaseModel):
 
 
 @lru_cache(maxsize=256)
-def _glob_regex(pattern: str) -> re.Pattern[str]:
-    """A gitignore-style glob: `**` spans directories, `*` and `?` stay in one segment,
-    a pattern without `/` matches a file or directory name at any depth."""
-    pattern = pattern.strip().removeprefix("./")
-    anchored = "/" in pattern.rstrip("/")
-    pattern = pattern.lstrip("/")
-    if pattern.endswith("/"):
-        pattern += "**"
-    out, i = [], 0
-    while i < len(pattern):
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif pattern[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif pattern[i] == "?":
-            out.append("[^/]")
-            i += 1
-        elif pattern[i] == "[" and "]" in pattern[i + 2 :]:
-            end = pattern.index("]", i + 2)
-            out.append("[" + pattern[i + 1 : end].replace("!", "^", 1) + "]")
-            i = end + 1
-        else:
-            out.append(re.escape(pattern[i]))
-            i += 1
-    body = "".join(out)
-    # Unanchored: the name may sit at any depth, and a matched directory covers its files.
-    prefix = "" if anchored else "(?:.*/)?"
-    return re.compile(f"^{prefix}{body}(?:/.*)?$")
+def _gitignore(patterns: tuple[str, ...]) -> pathspec.GitIgnoreSpec:
+    return pathspec.GitIgnoreSpec.from_lines(patterns)
 
 
 def path_matches(path: str, patterns: Iterable[str]) -> str | None:
-    """The first pattern that matches the repo-relative `path`, or None."""
-    return next((p for p in patterns if p.strip() and _glob_regex(p).match(path)), None)
+    """The pattern that decides the repo-relative `path` is matched, or None.
+
+    gitignore rules (pathspec): `**` spans directories, `*` and `?` stay in one
+    segment, a pattern without an inner `/` matches at any depth, a matched
+    directory covers its files, the last matching pattern wins and `!` excepts.
+    """
+    kept = tuple(p for p in patterns if p.strip())
+    found = _gitignore(tuple(rawspec.normal_glob(p) for p in kept)).check_file(path)
+    return kept[found.index] if found.include and found.index is not None else None
 
 
 def check_candidate(

@@ -19,6 +19,7 @@ the setup container, which has no network and sees only the wheelhouse.
 from __future__ import annotations
 
 import re
+import shlex
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -45,6 +46,34 @@ def named_requirement(text: str) -> bool:
     except InvalidRequirement:
         return False
     return requirement.url is None and not _ARCHIVE.search(requirement.name)
+
+
+def requirement_file_arguments(path: Path) -> list[str] | None:
+    """The arguments a requirements (or constraints) file gives pip, None when unreadable.
+
+    Read by pip's own line rules (pip-requirements-parser, which expands no
+    environment variable and opens no URL): continued lines joined, comments
+    dropped, a requirement one argument with its marker's quotes, its own
+    options (`--hash`) left out, as `pip download` takes them only in a file.
+    """
+    from pip_requirements_parser import (
+        InstallationError,
+        TextLine,
+        break_args_options,
+        get_file_content,
+        preprocess,
+    )
+
+    try:
+        content = get_file_content(str(path))
+    except InstallationError:
+        return None
+    out: list[str] = []
+    for line in preprocess(content):
+        if isinstance(line, TextLine):
+            requirement, options = break_args_options(line.line)
+            out += [requirement] if requirement else shlex.split(options)
+    return out
 
 
 def _remote(location: str) -> bool:
@@ -106,17 +135,13 @@ class HostPipArgs:
         """A copy of a constraints file with only requirements by name (relative to the
         worktree, as the setup command runs there)."""
         source = Path(name) if Path(name).is_absolute() else self.worktree / name
-        try:
-            lines = source.read_text(encoding="utf-8", errors="replace").splitlines()
-        except OSError:
-            lines = []  # pip would fail on it; the setup container says what is missing
         kept: list[str] = []
-        for line in lines:
-            line = re.sub(r"(^|\s)#.*$", "", line).strip()
-            if line and named_requirement(line):
-                kept.append(line)
-            elif line:
-                self.dropped.append(f"constraint {line}")
+        # Unreadable or not a file (a FIFO would block): pip fails on it in the setup container.
+        for arg in (requirement_file_arguments(source) if source.is_file() else None) or []:
+            if named_requirement(arg):
+                kept.append(arg)
+            else:
+                self.dropped.append(f"constraint {arg}")
         self._count += 1
         copy = Path(self._tmp.name) / f"constraints-{self._count}.txt"
         copy.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8")

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
+import functools
 import os
 import stat
 from collections.abc import Iterator
@@ -145,11 +146,35 @@ def read_directory(path: str | os.PathLike[str], budget: Budget) -> list[Entry]:
         os.close(dir_fd)
 
 
+def _glob_parts(pattern: str) -> list[str]:
+    return [p for p in pattern.replace("\\", "/").split("/") if p not in ("", ".")]
+
+
+def glob_matches(rel: str, pattern: str) -> bool:
+    """Whether `read_glob` would reach the relative file path `rel` with `pattern`.
+
+    The same rules as the walk: each name by `fnmatchcase`, `**` any number of
+    directories (never the file itself). Not gitignore's: a `results` glob is
+    pathlib's syntax, anchored at the worktree, and `*` never crosses a `/`.
+    """
+    parts, names = _glob_parts(pattern), rel.split("/")
+
+    @functools.cache
+    def match(i: int, j: int) -> bool:  # names[i:] against parts[j:]
+        if j == len(parts):
+            return i == len(names)
+        if parts[j] == "**":
+            return match(i, j + 1) or (i < len(names) - 1 and match(i + 1, j))
+        return i < len(names) and fnmatch.fnmatchcase(names[i], parts[j]) and match(i + 1, j + 1)
+
+    return match(0, 0)
+
+
 def read_glob(root: str | os.PathLike[str], pattern: str, budget: Budget) -> list[Entry]:
     """Files under `root` matching `pattern` (pathlib's glob syntax, `**` included),
     found and read without following a symlink; symlinks and other non-regular
     matches are refused entries."""
-    parts = [p for p in pattern.replace("\\", "/").split("/") if p not in ("", ".")]
+    parts = _glob_parts(pattern)
     if not parts or len(parts) > MAX_GLOB_DEPTH or ".." in parts:
         return [Entry(pattern, refused="not a usable glob relative to the worktree")]
     try:

@@ -29,7 +29,7 @@ from patchheal.atomic import atomic_write
 from patchheal.errors import DependencySetupError, HarnessError
 from patchheal.harness import containers, hostdirs, images, metadata
 from patchheal.harness.config import HarnessDef
-from patchheal.harness.hostpip import HostPipArgs
+from patchheal.harness.hostpip import HostPipArgs, requirement_file_arguments
 from patchheal.harness.images import Say
 
 if TYPE_CHECKING:
@@ -103,33 +103,48 @@ def expand_requirement_files(
     A requirements file may name the project itself (`-e .`, `.`): left to
     `pip download` on the host, that would run the project's build backend
     there. Expanded, its local projects go the way of any other (static
-    requirements read as text, dynamic ones in a sandbox). A nested `-r` is
-    relative to the file that names it, as pip has it.
+    requirements read as text, dynamic ones in a sandbox). A nested `-r` or
+    `-c` is relative to the file that names it, as pip has it, and must stay
+    in the worktree: the file is the candidate's, the host reads what it names.
     """
     out: list[str] = []
     items = list(args)
     here = base or worktree
     while items:
         arg = items.pop(0)
-        if arg in ("-r", "--requirement") and items:
-            name = items.pop(0)
-        elif arg.startswith(("--requirement=", "-r")) and arg not in ("-r", "--requirement"):
-            name = arg.split("=", 1)[1] if arg.startswith("--") else arg[2:]
-        else:
-            out.append(arg)
+        option, name = _file_option(arg, items)
+        if option is None or (option == "-c" and depth == 0):
+            out += [arg] if option is None else ["-c", name]
             continue
         path = (here / name).resolve()
         if depth >= _MAX_REQUIREMENT_DEPTH or not path.is_relative_to(worktree.resolve()):
-            raise HarnessError(f"requirements file {name}: outside the worktree or nested too deep")
-        if not path.is_file():
-            out += ["-r", str(path)]  # pip says what is missing
+            raise HarnessError(
+                f"{_FILE_KIND[option]} {name}: outside the worktree or nested too deep"
+            )
+        # hostpip reads a constraints file; pip names a missing or unreadable one (a FIFO
+        # is not a file: opening it would block).
+        lines = requirement_file_arguments(path) if option == "-r" and path.is_file() else None
+        if lines is None:
+            out += [option, str(path)]
             continue
-        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-            line = re.sub(r"(^|\s)#.*$", "", line).strip()
-            if line:
-                tokens = shlex.split(line)
-                out += expand_requirement_files(tokens, worktree, base=path.parent, depth=depth + 1)
+        out += expand_requirement_files(lines, worktree, base=path.parent, depth=depth + 1)
     return out
+
+
+_FILE_OPTIONS = {"-r": "-r", "--requirement": "-r", "-c": "-c", "--constraint": "-c"}
+_FILE_KIND = {"-r": "requirements file", "-c": "constraints file"}
+
+
+def _file_option(arg: str, items: list[str]) -> tuple[str | None, str]:
+    """("-r" or "-c", the file) when `arg` (with the next item, or attached) names one."""
+    flag, equals, value = arg.partition("=")
+    if equals and flag.startswith("--") and flag in _FILE_OPTIONS:
+        return _FILE_OPTIONS[flag], value
+    if arg in _FILE_OPTIONS:
+        return (_FILE_OPTIONS[arg], items.pop(0)) if items else (None, "")
+    if arg[:2] in ("-r", "-c") and not arg.startswith("--"):
+        return arg[:2], arg[2:]
+    return None, ""
 
 
 def download_args(args: Sequence[str], worktree: Path, python: str | None = None) -> list[str]:

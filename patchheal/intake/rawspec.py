@@ -136,7 +136,11 @@ def results_glob_problem(pattern: str) -> str | None:
         return f"more than {MAX_GLOB_PARTS} path components"
     if any(len(os.fsencode(p)) > MAX_NAME_BYTES for p in parts):
         return f"a component is longer than {MAX_NAME_BYTES} bytes"
-    return glob_problem(pattern)
+    # pathlib's syntax, matched name by name with fnmatch (harness/untrusted.py), not
+    # gitignore's: fnmatch reads any bracket text, so only the length can be wrong.
+    if len(pattern) > MAX_GLOB_CHARS:
+        return f"longer than {MAX_GLOB_CHARS} characters"
+    return None
 
 
 def check_regular_file(path: Path, where: str) -> None:
@@ -165,26 +169,29 @@ def check_ref(value: str, where: str) -> None:
         )
 
 
-def glob_problem(pattern: str) -> str | None:
-    """Why the policy gate could not compile `pattern`, or None.
+def normal_glob(pattern: str) -> str:
+    """A policy glob as the gitignore matcher reads it (`./x` is `x`)."""
+    return pattern.strip().removeprefix("./")
 
-    Mirrors the bracket rule of gates/policy.py's glob translation: a `[...]`
-    class is copied into a regular expression, so `[z-a]` is an error there.
+
+def glob_problem(pattern: str) -> str | None:
+    """Why the policy gate could not match with `pattern`, or None (a blank one is skipped).
+
+    Compiled by the gate's own matcher (pathspec, gitignore rules), so a pattern
+    that loads here is one the gate can use.
     """
     if len(pattern) > MAX_GLOB_CHARS:
         return f"longer than {MAX_GLOB_CHARS} characters"
-    i = 0
-    while i < len(pattern):
-        if pattern[i] == "[" and "]" in pattern[i + 2 :]:
-            end = pattern.index("]", i + 2)
-            body = pattern[i + 1 : end].replace("!", "^", 1)
-            try:
-                re.compile(f"[{body}]")
-            except re.error as exc:
-                return f"bad character class [{pattern[i + 1 : end]}]: {exc}"
-            i = end + 1
-        else:
-            i += 1
+    if not pattern.strip():
+        return None
+    import pathspec  # only where a spec sets globs: loading the spec models stays light
+
+    try:
+        compiled = pathspec.GitIgnoreSpec.from_lines([normal_glob(pattern)]).patterns
+    except (ValueError, re.error) as exc:
+        return f"not a gitignore pattern: {exc}"
+    if not compiled or compiled[0].regex is None:
+        return "matches nothing under gitignore rules ('#' comment, lone '/', unclosed '[')"
     return None
 
 

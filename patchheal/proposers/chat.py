@@ -1,4 +1,4 @@
-"""A minimal OpenAI-compatible chat-completions client on the standard library.
+"""A minimal OpenAI-compatible chat-completions client on httpx.
 
 Works with hosted providers and with local servers (vLLM, Ollama, llama.cpp,
 a LiteLLM proxy): POST `{base_url}/chat/completions`. Transient faults
@@ -7,19 +7,22 @@ with `retry_after` from a Retry-After header and are retried through the one
 tenacity factory; everything else (400, 401, 403, 404, a malformed reply)
 raises `ProposerError` at once. Messages name the provider, model and HTTP
 status and never contain the API key.
+
+httpx is the transport only: it does not retry (our tenacity factory does,
+so one retry budget holds) and does not read Retry-After, which is parsed
+here with the standard library's HTTP-date parser.
 """
 
 from __future__ import annotations
 
 import email.utils
-import http.client
 import json
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import httpx
 
 from patchheal.errors import ProposerError, TransientProposerError
 from patchheal.retry import retrying
@@ -120,38 +123,37 @@ class ChatClient:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
-        request = urllib.request.Request(
-            self.base_url + "/chat/completions", data=body, headers=headers, method="POST"
-        )
         self.requests_sent += 1
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                raw = response.read()
-        except urllib.error.HTTPError as exc:
-            raise self._http_error(exc) from None
-        except TimeoutError as exc:
+            # A timeout per operation (connect, each read, each write), as a socket timeout was;
+            # redirects are not followed: a provider that redirects a POST is misconfigured.
+            response = httpx.post(
+                self.base_url + "/chat/completions",
+                content=body,
+                headers=headers,
+                timeout=self.timeout,
+            )
+        except httpx.TimeoutException as exc:
             raise TransientProposerError(
                 f"{self._where()}: no answer within {self.timeout:g} s ({exc})"
             ) from None
-        except (urllib.error.URLError, ConnectionError, http.client.HTTPException, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
+        except httpx.HTTPError as exc:  # refused, reset, DNS, a broken HTTP reply
             raise TransientProposerError(
-                f"{self._where()}: connection failed: {self._clean(str(reason))}"
+                f"{self._where()}: connection failed: {self._clean(str(exc))}"
             ) from None
-        return self._parse(raw)
+        if not response.is_success:
+            raise self._http_error(response)
+        return self._parse(response.content)
 
-    def _http_error(self, exc: urllib.error.HTTPError) -> ProposerError:
-        try:
-            detail = exc.read().decode("utf-8", "replace")
-        except OSError:
-            detail = ""
-        detail = self._clean(" ".join(detail.split()))[:_BODY_SHOWN]
-        message = f"{self._where()} answered HTTP {exc.code}" + (f": {detail}" if detail else "")
-        if exc.code in {408, 429} or exc.code >= 500:
+    def _http_error(self, response: httpx.Response) -> ProposerError:
+        code = response.status_code
+        detail = self._clean(" ".join(response.text.split()))[:_BODY_SHOWN]
+        message = f"{self._where()} answered HTTP {code}" + (f": {detail}" if detail else "")
+        if code in {408, 429} or code >= 500:
             error = TransientProposerError(message)
-            error.retry_after = parse_retry_after(exc.headers.get("Retry-After"))  # type: ignore[attr-defined]
+            error.retry_after = parse_retry_after(response.headers.get("Retry-After"))  # type: ignore[attr-defined]
             return error
-        if exc.code in {401, 403}:
+        if code in {401, 403}:
             message += " (check the API key variable and the account's access to the model)"
         return ProposerError(message)
 

@@ -16,10 +16,10 @@ with the private repository's index, which the step sees read-only.
 from __future__ import annotations
 
 import hashlib
-from fnmatch import fnmatch
 from pathlib import Path
 
 from patchheal import proc
+from patchheal.harness.untrusted import glob_matches
 
 # path -> its state: content digest and exec bit, a symlink's target, or absent.
 TrackedState = dict[str, str]
@@ -73,7 +73,7 @@ def touched(before: TrackedState | None, tree: Path, declared: str | None = None
         for name in sorted(now | set(before))
         if (name not in before) or _state(tree, name) != before[name]
     ]
-    return [name for name in changed if not (declared and fnmatch(name, declared))]
+    return [name for name in changed if not (declared and glob_matches(name, declared))]
 
 
 def tainted_reason(names: list[str], run: str) -> str:
