@@ -274,7 +274,11 @@ class PolicySpec(_Spec):
         DEFAULT_PROTECTED_PATHS,
         description="gitignore-style patterns (the last match wins; `!pattern` excepts)",
     )
-    extra_protected_paths: tuple[str, ...] = Field((), description="added to protected_paths")
+    extra_protected_paths: tuple[str, ...] = Field(
+        (),
+        description="added to protected_paths (a `!` here excepts from these patterns only, "
+        "never from protected_paths)",
+    )
     test_paths: tuple[str, ...] = Field(
         ("tests/**", "test/**", "**/test_*.py", "**/*_test.py", "**/conftest.py"),
         description="files where deleting, skipping or weakening tests is refused",

@@ -130,6 +130,16 @@ def test_a_later_negated_pattern_excepts_a_path_as_in_gitignore() -> None:
     assert path_matches("app/secrets/README.md", patterns) is None
 
 
+def test_a_negated_extra_pattern_never_unprotects_a_default_one(diff_of) -> None:
+    """Invariant: extra_protected_paths only adds; its `!` excepts from its own patterns."""
+    policy = PolicySpec(extra_protected_paths=("app/secrets/**", "!.github/**", "!app/x.py"))
+    workflow = check_candidate(diff_of({".github/workflows/ci.yml": "on: push\n"}), policy)
+    assert workflow.rule == "protected_path", workflow
+    secret = check_candidate(diff_of({"app/secrets/keys.py": "KEY = 1\n"}), policy)
+    assert secret.rule == "protected_path", secret
+    assert check_candidate(diff_of({"app/x.py": "X = 1\n"}), policy).allowed
+
+
 @pytest.mark.parametrize(
     ("pattern", "says"),
     [

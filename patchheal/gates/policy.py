@@ -128,9 +128,12 @@ def check_candidate(
         return PolicyDecision(allowed=False, rule="size", reasons=tuple(found["size"]))
     for path, why in diffs.unsafe_paths(diff):
         found["outside_worktree"].append(f"{path} {why}; patches stay inside the worktree")
-    protected = (*policy.protected_paths, *policy.extra_protected_paths)
     for path in diffs.touched_files(diff):
-        pattern = path_matches(path, protected)
+        # Each list on its own: a `!` in extra_protected_paths excepts only from its own
+        # patterns, it never un-protects a default (`.git/**`, the CI workflows).
+        pattern = path_matches(path, policy.protected_paths) or path_matches(
+            path, policy.extra_protected_paths
+        )
         if pattern:
             found["protected_path"].append(
                 f"{path} is a protected path (matches {pattern!r}); candidates may not change it"
