@@ -10,7 +10,15 @@ into noise). Measured in the same run, medians of N repetitions:
                image and dependency-image lookup, container create/start/remove),
                with the images already built;
 - docker warm: later attempts of the same harness (what every attempt after
-               the first costs);
+               the first costs): the run's exec (scrub, fresh results volume,
+               step), the sweep exec that ends it, the results read back
+               through the engine;
+- docker warm + tracked check: a warm attempt as a verification run makes it,
+               with the tracked-files fingerprint before and after
+               (workspace/tracked.py, host git);
+- docker exec, bare: the same step as one plain `docker exec` in the same warm
+               container (no scrub, sweep, results channel or check): the
+               target's baseline, interleaved with the two warm variants;
 - docker `true`: a warm attempt of a no-op command: the pure per-attempt cost
                (the run's exec and the sweep exec that ends every run, issue 25).
 
@@ -30,17 +38,19 @@ import re
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
-from patchheal.harness import containers, images
+from patchheal.harness import containers, images, resultsvolume, sandbox
 from patchheal.harness.definitions import load_harness
 from patchheal.harness.docker import DockerHarness
 from patchheal.harness.local import LocalHarness
 from patchheal.harness.session import run_argv
+from patchheal.harness.untrusted import Budget
+from patchheal.workspace import tracked
 
 ROOT = Path(__file__).resolve().parents[1]
 STEP = "python -m pytest -q -p no:cacheprovider"
@@ -52,6 +62,10 @@ def project(tmp: Path) -> Path:
     shutil.copytree(ROOT / "patchheal" / "examples" / "demo" / "project", tree,
                     ignore=shutil.ignore_patterns(".pytest_cache", "__pycache__"))  # fmt: skip
     (tree / "tests" / "test_slow.py").write_text(SLOW_TEST)
+    # A git worktree, so the tracked-files check does what it does in a verification run.
+    for argv in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "bench"]):
+        subprocess.run(["git", "-c", "user.name=b", "-c", "user.email=b@b", *argv], cwd=tree,
+                       check=True, capture_output=True)  # fmt: skip
     return tree
 
 
@@ -67,28 +81,59 @@ def median(samples: list[float]) -> float:
 
 def phases(h: DockerHarness, tree: Path) -> dict[str, float]:
     """One warm no-op run split into the engine calls it makes (the session is warm)."""
-    box = h._box(tree.resolve())
-    container = box.session._container
-    assert container is not None
+    session = h._box(tree.resolve())
+    container = session.container
     api = h.client.api
     out: dict[str, float] = {}
     t = time.perf_counter()
     h._box(tree.resolve())
     out["session lookup (image, settings, worktree identity)"] = time.perf_counter() - t
     t = time.perf_counter()
-    exec_id = api.exec_create(container.id, run_argv("true", []), user=box.session.user)
+    argv = run_argv("true", [], resultsvolume.PRELUDE)
+    env = {"PATCHHEAL_RESULTS_DIR": resultsvolume.run_dir("bench")}
+    exec_id = api.exec_create(container.id, argv, user=session.user, environment=env)
     out["exec create"] = time.perf_counter() - t
     t = time.perf_counter()
     for _ in api.exec_start(exec_id["Id"], stream=True):
         pass
-    out["exec start: scrub, run `true`, stream end"] = time.perf_counter() - t
+    out["exec start: scrub, fresh results volume, `true`, end"] = time.perf_counter() - t
     t = time.perf_counter()
     api.exec_inspect(exec_id["Id"])
     out["exec inspect (exit code)"] = time.perf_counter() - t
     t = time.perf_counter()
-    box.session._sweep()
+    session._sweep()
     out["sweep exec (end of run: kill, check, empty /tmp, /dev/shm)"] = time.perf_counter() - t
+    t = time.perf_counter()
+    resultsvolume.collect(container, "bench", 64 << 20, Budget())
+    out["results read back (engine archive stream, tar)"] = time.perf_counter() - t
+    t = time.perf_counter()
+    tracked.touched(tracked.snapshot(tree), tree)
+    out["tracked-files check (git diff before and after)"] = time.perf_counter() - t
     return out
+
+
+def bare_exec(h: DockerHarness, tree: Path) -> tuple[str, int | None]:
+    """STEP as one plain exec in the worktree's warm sandbox container, nothing around it."""
+    session = h._box(tree.resolve())
+    api = h.client.api
+    exec_id = api.exec_create(
+        session.container.id,
+        ["/bin/sh", "-c", STEP],
+        user=session.user,
+        environment=sandbox.environment(h.defn, ()),
+        workdir=h.defn.sandbox.workdir,
+    )["Id"]
+    output = api.exec_start(exec_id).decode(errors="replace")
+    return output, api.exec_inspect(exec_id).get("ExitCode")
+
+
+def checked_run(h: DockerHarness, tree: Path) -> tuple[str, int | None]:
+    """A warm attempt as verification makes it: tracked files fingerprinted around the run."""
+    before = tracked.snapshot(tree)
+    result = h.run(STEP, tree, timeout=120, idle_timeout=60)
+    if tracked.touched(before, tree):
+        raise SystemExit("bench_harness: the step changed tracked files")
+    return result.output, result.exit_code
 
 
 EXPECTED = re.compile(r"\b1 failed, 5 passed\b")
@@ -161,24 +206,33 @@ def main() -> None:
         loc = [timed_step("local", lambda: harness_run(local)) for _ in range(args.reps)]
         cold: list[float] = []
         warm: list[float] = []
+        warm_checked: list[float] = []
+        exec_bare: list[float] = []
         noop: list[float] = []
         for rep in range(max(3, args.reps // 2)):
             h = DockerHarness(defn, job_id=f"{job}-{rep}", setup=unique)
             h.prepare(tree)  # the dependency image exists: a lookup
             cold.append(timed_step("docker cold", lambda h=h: harness_run(h)))  # type: ignore[misc]
             if rep == 0:
-                for _ in range(args.reps):
-                    warm.append(timed_step("docker warm", lambda h=h: harness_run(h)))  # type: ignore[misc]
-                    noop.append(timed(lambda h=h: h.run("true", tree, timeout=60, idle_timeout=60)))
+                steps = (
+                    (exec_bare, "docker exec, bare", partial(bare_exec, h, tree)),
+                    (warm, "docker warm", partial(harness_run, h)),
+                    (warm_checked, "docker warm + tracked check", partial(checked_run, h, tree)),
+                )
+                for _ in range(args.reps):  # interleaved: a load change hits all alike
+                    for samples, label, step in steps:
+                        samples.append(timed_step(label, step))
+                    noop.append(timed(partial(h.run, "true", tree, timeout=60, idle_timeout=60)))
                 breakdown = phases(h, tree)
             h.close()
         images.remove_image(client, deps_image)  # a benchmark-only fingerprint: do not keep it
 
     base = median(bare)
     print(f"\nstep: `{STEP}` on the demo project + one 2 s test, {args.reps} reps, medians\n")
-    print(f"{'variant':<34}{'median s':>10}{'vs bare':>10}{'overhead s':>12}")
+    print(f"{'variant':<34}{'median s':>10}{'vs bare':>10}{'overhead s':>12}  (bare: on the host)")
     for label, samples in (("bare command on the host", bare), ("local harness", loc),
-                           ("docker cold (first attempt)", cold), ("docker warm", warm),
+                           ("docker cold (first attempt)", cold), ("docker exec, bare", exec_bare),
+                           ("docker warm", warm), ("docker warm + tracked check", warm_checked),
                            ("docker warm, `true` (no-op)", noop)):  # fmt: skip
         m = median(samples)
         over = m - base if "no-op" not in label else m
@@ -193,7 +247,13 @@ def main() -> None:
     verdict = "met" if warm_over <= 0.3 and median(warm) / base <= 1.1 else "NOT met"
     print(f"\ntarget (warm overhead <= 0.3 s and <= 1.1x bare): {verdict} "
           f"({warm_over:.2f} s, {median(warm) / base:.2f}x)")  # fmt: skip
+    in_box = median(exec_bare)
+    ratio = median(warm_checked) / in_box
+    print(f"target (warm attempt + tracked check <= 1.1x a bare docker exec of the step): "
+          f"{'met' if ratio <= 1.1 else 'NOT met'} ({ratio:.3f}x, "
+          f"+{median(warm_checked) - in_box:.3f} s; "
+          f"warm alone {median(warm) / in_box:.3f}x)")  # fmt: skip
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -7,6 +7,9 @@ with the Docker python harness.
   not be judged fixed (nor A: its process rewrote a tracked file while it ran).
 - H1: the step rewrites the worktree's `.git` to name a host directory holding
   a private key; no run may mount it, and its bytes reach nothing written.
+- H3 (from a shell, `H3-results-huge-shell.patch`: the probe's own form, written
+  from the test process, is refused earlier by the tripwire): 3 GiB into the
+  results directory stops at its cap inside the container; the run is rejected.
 
 (C1 is tested form by form at the wheelhouse, tests/test_host_escape_pipdl.py:
 its end-to-end heal needs build requirements from a package index.)
@@ -95,6 +98,35 @@ def test_h1_a_rewritten_git_file_mounts_no_host_directory(tmp_path: Path) -> Non
     shutil.rmtree(home)
     [attempt] = attempts(tmp_path)
     assert attempt.outcome.value != "fixed", attempt.reason
+
+
+def test_h3_a_full_results_directory_rejects_the_candidate_and_the_heal_goes_on(
+    tmp_path: Path,
+) -> None:
+    """Invariant: the results directory is capped where it lives (a tmpfs volume of the
+    sandbox, 64 MiB). A candidate with the real fix that also writes 3 GiB there from a
+    shell is not judged fixed, with the cap as the reason; the next candidate is."""
+    repo, _ = materialize(tmp_path / "work")
+    candidates = tmp_path / "candidates"
+    candidates.mkdir()
+    shutil.copy(PROBES / "H3-results-huge-shell.patch", candidates / "01-h3.patch")
+    demo = Path(__file__).resolve().parents[1] / "patchheal" / "examples" / "demo"
+    shutil.copy(demo / "candidates" / "06-fix_boundary.patch", candidates / "02-fix.patch")
+    spec = tmp_path / "job.toml"
+    spec.write_text(
+        (PROBES / "H1-job.toml")
+        .read_text()
+        .replace("REPO_DIR", str(repo))
+        .replace("CANDIDATES_DIR", str(candidates))
+        .replace("max_attempts = 1", "max_attempts = 2")
+    )
+    argv = [sys.executable, "-m", "patchheal", "heal", str(spec), *state_args(tmp_path)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    first, second = attempts(tmp_path)
+    assert first.outcome.value != "fixed", first.reason
+    assert "reached its cap of 67108864 bytes" in first.reason, first.reason
+    assert second.outcome.value == "fixed", second.reason
 
 
 STEP2_FIX = """diff --git a/pricing/extra.py b/pricing/extra.py

@@ -104,8 +104,15 @@ def test_a_step_cannot_end_the_session(harness: DockerHarness, tree: Path) -> No
 def test_each_run_reports_in_its_own_results_directory(harness: DockerHarness, tree: Path) -> None:
     dirs = [run(harness, tree, "echo $PATCHHEAL_RESULTS_DIR").output.strip() for _ in range(2)]
     assert dirs[0] != dirs[1]
-    listing = run(harness, tree, "ls /run/patchheal; touch /run/patchheal/x && echo WROTE")
-    assert "WROTE" not in listing.output  # only a run's own directory is writable
+    # The volume is a 1777 tmpfs, like /tmp, but only the run's own directory counts: a
+    # file anywhere else rejects the run, and the next run starts from an empty volume.
+    stray = run(harness, tree, "touch /run/patchheal/x && echo WROTE")
+    assert "WROTE" in stray.output
+    assert stray.tests is not None
+    assert "x (outside the run's results directory)" in stray.tests.rejected
+    listing = run(harness, tree, "ls -A /run/patchheal").output.split()
+    assert len(listing) == 1, listing
+    assert listing[0].startswith("results-"), listing
 
 
 OWNER = """

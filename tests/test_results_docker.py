@@ -63,3 +63,64 @@ def test_hostile_results_reject_the_run_and_never_hang(
     assert result.tests.outcomes == {}
     following = harness.run("echo next", tree, timeout=60, idle_timeout=60)
     assert following.exit_code == 0
+
+
+FILL = """
+import os
+d = os.environ["PATCHHEAL_RESULTS_DIR"]
+block = b"x" * (1 << 20)
+written = 0
+try:
+    with open(os.path.join(d, "fill.bin"), "wb") as f:
+        for _ in range(64):
+            f.write(block)
+            f.flush()
+            written += len(block)
+except OSError as exc:
+    print("stopped after", written, "bytes:", exc.strerror)
+print("wrote", written)
+"""
+
+LOOK = """
+import os
+d = os.environ["PATCHHEAL_RESULTS_DIR"]
+print("siblings", sorted(os.listdir(os.path.dirname(d))))
+print("mine", sorted(os.listdir(d)))
+"""
+
+
+def test_a_full_results_directory_rejects_the_run_and_stays_in_the_container(
+    python_image: str, python_def: HarnessDef, tmp_path: Path, request: Any
+) -> None:
+    """H3: 64 MiB written into a results directory capped at 16 MiB stops at the cap inside
+    the container (ENOSPC, no host path takes it), the run is rejected with the cap as its
+    reason, and the next run of the session starts from an empty results volume."""
+    capped = python_def.model_copy(
+        update={"sandbox": python_def.sandbox.model_copy(update={"results_size": "16m"})}
+    )
+    harness = DockerHarness(capped, job_id=f"rd-cap-{os.getpid()}")
+    tree = tmp_path / "wt"
+    tree.mkdir()
+    (tree / "fill.py").write_text(FILL)
+    (tree / "look.py").write_text(LOOK)
+    try:
+        started = time.monotonic()
+        result = harness.run("python -I fill.py", tree, timeout=120, idle_timeout=120)
+        assert time.monotonic() - started < 60
+        assert "No space left on device" in result.output, result.output
+        written = int(result.output.split("wrote ")[1].split()[0])
+        assert 8 << 20 <= written <= 16 << 20
+        assert result.tests is not None
+        rejected = " | ".join(result.tests.rejected)
+        assert f"reached its cap of {16 << 20} bytes" in rejected, rejected
+        # Nothing of it reached the host: the run's directory is no host path.
+        assert not list(tree.rglob("fill.bin"))
+        following = harness.run("python -I look.py", tree, timeout=60, idle_timeout=60)
+        assert following.exit_code == 0, following.output
+        # The previous run's directory is gone; this one's is empty.
+        assert "mine []" in following.output
+        siblings = following.output.split("siblings ")[1].splitlines()[0]
+        assert siblings.count("results-") == 1, siblings
+        assert following.tests is None
+    finally:
+        harness.close()

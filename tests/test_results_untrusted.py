@@ -171,3 +171,56 @@ def test_legitimate_junit_keeps_its_ids_and_worst_outcomes() -> None:
         "math.skip": "skipped",
         "anon": "passed",
     }
+
+
+def _tar(tmp: Path) -> bytes:
+    """A tar of a results root as the engine streams it: `patchheal/results-x/...`."""
+    import io
+    import tarfile
+
+    root = tmp / "patchheal"
+    run = root / "results-x"
+    (run / "sub").mkdir(parents=True)
+    (run / "good.json").write_text("{}")
+    (run / "big.json").write_bytes(b"x" * 2048)
+    (run / "sub" / "deep.json").write_text("{}")
+    os.mkfifo(run / "f.json")
+    (run / "pw.json").symlink_to("/etc/passwd")
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        tar.add(root, arcname="patchheal")
+    return buffer.getvalue()
+
+
+def _chunked(data: bytes, size: int = 1000) -> list[bytes]:
+    return [data[i : i + size] for i in range(0, len(data), size)]
+
+
+def test_a_tar_stream_gives_regular_files_only_within_the_budget(tmp_path: Path) -> None:
+    """The engine's tar of a container's results volume is read as hostile as a host
+    directory: non-regular members refused with their kind, sizes within the budget."""
+    data = _tar(tmp_path)
+    budget = untrusted.Budget(bytes=1024)
+    members, cut = untrusted.read_tar(
+        _chunked(data), budget, cap=len(data), wanted=lambda p: p.count("/") == 1
+    )
+    assert cut == ""
+    got = {m.path: (m.entry.data, m.entry.refused) for m in members}
+    assert got["results-x/good.json"] == (b"{}", "")
+    assert got["results-x/big.json"] == (b"", "over 1024 bytes")
+    assert got["results-x/f.json"][1] == "a FIFO"
+    assert got["results-x/pw.json"][1] == "a symlink"
+    assert got["results-x/sub"][1] == "a directory"
+    assert got["results-x/sub/deep.json"] == (b"", "")  # not wanted: listed, never read
+    assert {m.path: m.size for m in members}["results-x/big.json"] == 2048
+
+
+def test_a_tar_stream_past_its_cap_is_cut_off(tmp_path: Path) -> None:
+    data = _tar(tmp_path)
+    members, cut = untrusted.read_tar(
+        _chunked(data), untrusted.Budget(), cap=len(data) // 2, wanted=lambda p: True
+    )
+    assert cut == f"the stream went past {len(data) // 2} bytes"
+    assert len(members) < 7
+    _, cut = untrusted.read_tar([b"not a tar" * 100], untrusted.Budget(), cap=10**6, wanted=bool)
+    assert cut.startswith("an unreadable stream")

@@ -76,6 +76,11 @@ class SandboxSpec(_Def):
     pids: int = Field(1024, ge=16, description="process/thread limit")
     read_only: bool = Field(True, description="read-only root filesystem (tmpfs on /tmp)")
     tmpfs_size: str = Field("1g", description="size of the /tmp tmpfs")
+    results_size: str = Field(
+        "64m",
+        description="size cap of the results directory, a tmpfs inside the container "
+        "(a run that fills it is rejected)",
+    )
 
     @field_validator("user")
     @classmethod
@@ -84,7 +89,7 @@ class SandboxSpec(_Def):
             raise ValueError("must be 'auto' or a numeric 'UID[:GID]'")
         return value
 
-    @field_validator("memory", "tmpfs_size")
+    @field_validator("memory", "tmpfs_size", "results_size")
     @classmethod
     def _size_form(cls, value: str) -> str:
         if not _SIZE.match(value):

@@ -17,13 +17,11 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import shutil
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from patchheal.harness import containers, deps, images, leftovers, sandbox
+from patchheal.harness import containers, deps, images, resultsvolume, sandbox
 from patchheal.harness.base import OutputSink
 from patchheal.harness.config import HarnessDef
 from patchheal.harness.hostdirs import collectors_source
@@ -39,21 +37,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # Where a step container sees patchheal's collectors (read-only) and its run's
-# results directory (the only other writable host path besides the worktree).
+# results directory (a sandbox session's: a capped tmpfs, resultsvolume.py; a compose
+# step's: a host directory bind-mounted there).
 COLLECTORS_MOUNT = "/opt/patchheal/collectors"
-RESULTS_MOUNT = "/run/patchheal"
-
-
-@dataclass
-class _Box:
-    """A worktree's sandbox session and the host directory its runs report results in."""
-
-    session: SandboxSession
-    results_root: Path
-
-    def close(self) -> None:
-        self.session.close()
-        shutil.rmtree(self.results_root.parent, ignore_errors=True)
+RESULTS_MOUNT = resultsvolume.ROOT
 
 
 class DockerHarness:
@@ -85,7 +72,7 @@ class DockerHarness:
         self._setup_timeout = setup_timeout
         self._image: str | None = None
         self._envs: dict[tuple[Path, str], str] = {}
-        self._boxes: dict[Path, _Box] = {}
+        self._boxes: dict[Path, SandboxSession] = {}
         self._sources = CommittedSources()
 
     @property
@@ -145,37 +132,41 @@ class DockerHarness:
         trace: bool = False,
     ) -> CommandResult:
         worktree = worktree.resolve()
-        box = self._box(worktree)
-        channel = ResultsChannel(root=box.results_root, trace=trace)
-        try:
-            env = channel.environment(
-                sandbox.environment(self.defn, self.passthrough),
-                results_dir=f"{RESULTS_MOUNT}/results-{channel.nonce}",
-                collectors=COLLECTORS_MOUNT,
-            )
-            done = box.session.run(
-                command,
-                environment=env,
-                timeout=timeout,
-                idle_timeout=idle_timeout,
-                on_output=on_output,
-            )
-            tests = channel.collect(worktree, results)
-        finally:
-            channel.close()
+        session = self._box(worktree)
+        channel = ResultsChannel(trace=trace, on_host=False)
+        env = channel.environment(
+            sandbox.environment(self.defn, self.passthrough),
+            results_dir=resultsvolume.run_dir(channel.nonce),
+            collectors=COLLECTORS_MOUNT,
+        )
+        done = session.run(
+            command,
+            environment=env,
+            timeout=timeout,
+            idle_timeout=idle_timeout,
+            on_output=on_output,
+        )
+        # After the run's sweep: no process of it is left to write into the volume.
+        size = sandbox.size_bytes(self.defn.sandbox.results_size)
+        tests = channel.collect(
+            worktree,
+            results,
+            reader=lambda budget: resultsvolume.collect(
+                session.container, channel.nonce, size, budget
+            ),
+        )
         return done.result(command, harness=self.name, memory=self.defn.sandbox.memory, tests=tests)
 
     def purpose(self, worktree: Path) -> str:
         """The purpose label (and name part) of `worktree`'s sandbox container."""
         return f"run-{self.defn.name}-{hashlib.sha256(bytes(worktree)).hexdigest()[:8]}"
 
-    def _box(self, worktree: Path) -> _Box:
+    def _box(self, worktree: Path) -> SandboxSession:
         """The worktree's running sandbox, (re)started when what it was made for changed."""
         image = self.run_image(worktree)
         user = sandbox.resolve_user(self.defn, worktree)
         sandbox.make_writable(worktree, user)
         box = self._boxes.get(worktree)
-        results_root = box.results_root if box is not None else _results_root()
         purpose = self.purpose(worktree)
         kwargs = sandbox.step_container_kwargs(
             self.defn,
@@ -186,15 +177,13 @@ class DockerHarness:
             env=sandbox.environment(self.defn, self.passthrough),
             labels=containers.owner_labels(self.job_id, purpose, worktree=str(worktree)),
             host_mounts=images.host_mounts(self.client, image),
-            extra_mounts=(
-                (str(collectors_source()), COLLECTORS_MOUNT, True),
-                (str(results_root), RESULTS_MOUNT, False),
-            ),
+            extra_mounts=((str(collectors_source()), COLLECTORS_MOUNT, True),),
+            volumes=[resultsvolume.mount(sandbox.size_bytes(self.defn.sandbox.results_size))],
         )
-        if box is not None and box.session.fits(worktree, kwargs):
+        if box is not None and box.fits(worktree, kwargs):
             return box
         if box is not None:
-            box.session.close()
+            box.close()
         session = SandboxSession(
             self.client,
             name=containers.container_name(self.job_id, purpose),
@@ -202,10 +191,11 @@ class DockerHarness:
             user=user,
             workdir=self.defn.sandbox.workdir,
             create_kwargs=kwargs,
+            prelude=resultsvolume.PRELUDE,
         )
-        box = self._boxes[worktree] = _Box(session, results_root)
+        self._boxes[worktree] = session
         session.open()
-        return box
+        return session
 
     def close(self) -> None:
         """Remove the sandbox containers, drop the engine connection and the exported
@@ -220,15 +210,3 @@ class DockerHarness:
             except Exception as exc:  # close must never raise
                 log.warning("closing the Docker client failed: %s", exc)
             self._client = None
-
-
-def _results_root() -> Path:
-    """A host directory for a session's per-run results directories.
-
-    Its parent is private to this user (0700); the root itself is read-only
-    for the step's user, so a step can write only into its own run's
-    `results-<nonce>` directory, which the results channel makes writable.
-    """
-    root = leftovers.make_temp_dir("patchheal-session-") / "results"
-    root.mkdir(mode=0o755)
-    return root

@@ -1,8 +1,9 @@
 """The results channel: where the harness's own collectors report per-test outcomes.
 
 Per run, the harness opens a fresh directory outside the worktree (a
-`results-<nonce>` directory under a private temp dir; in Docker it is bind
-mounted at `/run/patchheal/results-<nonce>`) and a random signing token. Both
+`results-<nonce>` directory under a private temp dir; in a Docker sandbox
+session `/run/patchheal/results-<nonce>` in a capped tmpfs of the container,
+read back through the engine: resultsvolume.py) and a random signing token. Both
 reach the step only through its environment, never the proposer's context.
 The collectors (`collectors/`: a pytest plugin loaded by PYTEST_PLUGINS, a
 unittest hook loaded by sitecustomize, node's JUnit reporter through
@@ -19,7 +20,7 @@ import hmac
 import json
 import secrets
 import shutil
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -48,21 +49,27 @@ def _worst(before: str | None, now: str) -> str:
 class ResultsChannel:
     """One run's results directory and token; `close()` removes the directory."""
 
-    def __init__(self, root: Path | None = None, *, trace: bool = False) -> None:
-        """A channel in a private temp dir of its own, or in `root` (a sandbox session's
-        results mount, which outlives the run: only this run's directory is removed).
-        `trace`: the pytest collector traces what failing tests execute (evidence for
-        localization; it slows a test run down, so only the reproduction asks for it)."""
+    def __init__(self, *, trace: bool = False, on_host: bool = True) -> None:
+        """A channel in a private temp dir of its own, or (`on_host=False`) only a nonce
+        and token: the directory lives where the step runs and its harness reads it
+        (`collect`'s `reader`). `trace`: the pytest collector traces what failing tests
+        execute (evidence for localization; it slows a test run down, so only the
+        reproduction asks for it)."""
         self.trace = trace
         self.nonce = secrets.token_hex(8)
         self.token = secrets.token_hex(32)
-        self._owns_root = root is None
-        self._root = leftovers.make_temp_dir("patchheal-results-") if root is None else root
-        self.host_dir = self._root / f"results-{self.nonce}"
-        self.host_dir.mkdir()
-        # A container's user is not the host user; the private parent (0700)
-        # keeps other host users out, the nonce keeps the path unguessable.
-        self.host_dir.chmod(0o777)
+        self._root = leftovers.make_temp_dir("patchheal-results-") if on_host else None
+        if self._root is not None:
+            self.host_dir.mkdir()
+            # A container's user is not the host user; the private parent (0700)
+            # keeps other host users out, the nonce keeps the path unguessable.
+            self.host_dir.chmod(0o777)
+
+    @property
+    def host_dir(self) -> Path:
+        """The run's directory on the host (a channel made `on_host`)."""
+        assert self._root is not None, "this channel's directory is not on the host"
+        return self._root / f"results-{self.nonce}"
 
     def environment(
         self, base: Mapping[str, str], *, results_dir: str, collectors: str
@@ -85,9 +92,13 @@ class ResultsChannel:
         return env
 
     def collect(
-        self, worktree: Path | None = None, declared: str | None = None
+        self,
+        worktree: Path | None = None,
+        declared: str | None = None,
+        reader: Callable[[untrusted.Budget], list[untrusted.Entry]] | None = None,
     ) -> TestResults | None:
-        """What the collectors (and a declared JUnit glob in `worktree`) reported, or None."""
+        """What the collectors (and a declared JUnit glob in `worktree`) reported, or None.
+        `reader` reads the run's directory where it lives (default: on the host)."""
         outcomes: dict[str, str] = {}
         defined_in: dict[str, str] = {}
         runners: list[str] = []
@@ -105,7 +116,8 @@ class ResultsChannel:
         # Step-written files, read as hostile input (untrusted.py): regular files only,
         # capped in count and bytes; a refused file is listed with its reason.
         budget = untrusted.Budget()
-        for entry in untrusted.read_directory(self.host_dir, budget):
+        read = reader or (lambda b: untrusted.read_directory(self.host_dir, b))
+        for entry in read(budget):
             if entry.refused:
                 rejected.append(f"{entry.name} ({entry.refused})")
             elif entry.name.endswith(".json"):
@@ -166,7 +178,8 @@ class ResultsChannel:
         )
 
     def close(self) -> None:
-        shutil.rmtree(self._root if self._owns_root else self.host_dir, ignore_errors=True)
+        if self._root is not None:
+            shutil.rmtree(self._root, ignore_errors=True)
 
 
 class _Record(BaseModel):

@@ -170,12 +170,14 @@ def step_container_kwargs(
     host_mounts: Sequence[str] = (),
     network: str | None = None,
     extra_mounts: Sequence[tuple[str, str, bool]] = (),
+    volumes: Sequence[Any] = (),
     wall_limit: float | None = None,
 ) -> dict[str, Any]:
     """Arguments for `containers.create` of a step container.
 
     With `wall_limit`, the container enforces it itself (`self_limited`): it
     dies on time even when the patchheal process that watches it was killed.
+    `volumes`: further docker `Mount`s (the results tmpfs: resultsvolume.py).
     """
     from docker.types import Mount
 
@@ -187,6 +189,7 @@ def step_container_kwargs(
     mounts += [Mount(target=p, source=p, type="bind", read_only=True) for p in git_dirs]
     mounts += [Mount(target=t, source=s, type="bind", read_only=r) for s, t, r in extra_mounts]
     mounts += git_file_mount(worktree, box.workdir)
+    mounts += volumes
     environment = {**(GIT_SAFE_ENV if git_dirs else {}), **env}
     return {
         "image": image,

@@ -52,11 +52,13 @@ SCRUB_COMMAND = ["/bin/sh", "-c", f"{_SCRUB}; exit 0"]
 RUN_PREFIX = f'{_SCRUB}; exec "$@"'
 
 
-def run_argv(command: str, entrypoint: list[str]) -> list[str]:
-    """The exec of one run: scrub, then the image's entrypoint (as a fresh container's
-    start would run it, e.g. one that writes a profile into /tmp), then the step.
+def run_argv(command: str, entrypoint: list[str], prelude: str = "") -> list[str]:
+    """The exec of one run: scrub, the session's `prelude` (shell, e.g. a fresh results
+    directory), then the image's entrypoint (as a fresh container's start would run it,
+    e.g. one that writes a profile into /tmp), then the step.
     The step's command travels as an argument, never spliced into the script."""
-    return ["/bin/sh", "-c", RUN_PREFIX, "patchheal-run", *entrypoint, "/bin/sh", "-c", command]
+    script = f'{_SCRUB}; {prelude}; exec "$@"' if prelude else RUN_PREFIX
+    return ["/bin/sh", "-c", script, "patchheal-run", *entrypoint, "/bin/sh", "-c", command]
 
 
 # Where the container's cgroup counts OOM kills: cgroup v2, then v1 (`oom_kill N` in both).
@@ -75,8 +77,10 @@ class SandboxSession:
         user: str,
         workdir: str,
         create_kwargs: Mapping[str, Any],
+        prelude: str = "",
     ) -> None:
         self.name = name
+        self.prelude = prelude
         self.worktree = worktree
         self.user = user
         self.workdir = workdir
@@ -151,7 +155,7 @@ class SandboxSession:
         exec_id = containers.call(
             api.exec_create,
             self._container.id,
-            run_argv(command, self._entrypoint),
+            run_argv(command, self._entrypoint, self.prelude),
             user=self.user,
             environment=dict(environment),
             workdir=self.workdir,
@@ -192,6 +196,12 @@ class SandboxSession:
             oom_killed=oom,
             duration=duration,
         )
+
+    @property
+    def container(self) -> Container:
+        """The running container (an open session's)."""
+        assert self._container is not None, "the session is not open"
+        return self._container
 
     def close(self) -> None:
         """Stop and remove the container; never raises."""

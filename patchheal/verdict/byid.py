@@ -43,13 +43,17 @@ def why_not_passing(results: TestResults | None, baseline: TestResults | None) -
         return None
     if results.collector_errors:
         return untrusted(results)
+    # Before a silent collector: a full or hostile results directory is why it went silent.
+    if results.rejected:
+        return (
+            "results files were rejected (not written by a collector, or refused by the "
+            f"bounded reader): {_listed(results.rejected)}"
+        )
     silent = sorted(set(baseline.runners) - set(results.runners)) if baseline else []
     if silent:
         # Another channel's results (a JUnit file dropped into the directory) do
         # not stand in for the collector of the runner the baseline ran.
         return f"the {', '.join(silent)} collector reported nothing, unlike in the baseline run"
-    if results.rejected:
-        return f"results files not written by a collector were found: {_listed(results.rejected)}"
     if results.tampered:
         return f"test-runner internals were replaced during the run: {_listed(results.tampered)}"
     bad = results.with_outcome(*_BAD)
