@@ -77,7 +77,48 @@ def test_step_talks_to_a_service_and_both_are_torn_down(
     networks = [n for n in seen if "Internal" in n]
     assert networks
     assert all(n["Internal"] for n in networks)
-    assert len(next(n for n in seen if "containers" in n)["containers"]) == 2
+    # The web service, the results keeper and the step (resultsvolume.py).
+    assert len(next(n for n in seen if "containers" in n)["containers"]) == 3
+    assert labelled(engine, job_id) == {"containers": [], "networks": [], "volumes": []}
+
+
+TESTS = "def test_up():\n    assert True\n\n\ndef test_down():\n    assert 1 == 2\n"
+# From a shell: the tripwire refuses a watched Python process's writes there.
+FILL = 'head -c 83886080 /dev/zero > "$PATCHHEAL_RESULTS_DIR/big"; python3 -m pytest -q test_it.py'
+
+
+@pytest.mark.docker
+def test_a_compose_steps_results_live_in_a_capped_volume_read_back_by_id(
+    engine: Any, python_image: str, tmp_path: Path
+) -> None:
+    """Issue 25, item 4, for compose: the step's collectors report by id through a capped
+    tmpfs volume that a keeper holds after the step's container is gone (never a host
+    directory); a step that fills it past its cap is rejected with the cap as its reason;
+    the volume and the keeper are torn down with the rest."""
+    tree = tmp_path / "wt"
+    tree.mkdir()
+    (tree / "compose.yaml").write_text(COMPOSE)
+    (tree / "test_it.py").write_text(TESTS)
+    job_id = f"compose-results-{os.getpid()}"
+    harness = ComposeHarness(load_harness("compose"), job_id=job_id)
+    try:
+        harness.prepare(tree)
+        plain = harness.run("python3 -m pytest -q test_it.py", tree, timeout=120, idle_timeout=60)
+        full = harness.run(FILL, tree, timeout=120, idle_timeout=60)
+    finally:
+        harness.close()
+    assert plain.exit_code == 1, plain.output
+    assert plain.tests is not None, plain.output
+    assert plain.tests.outcomes == {
+        "test_it.py::test_up": "passed",
+        "test_it.py::test_down": "failed",
+    }
+    assert not plain.tests.rejected, plain.tests.rejected
+    assert "No space left on device" in full.output, full.output
+    assert full.tests is not None, full.output
+    rejected = " | ".join(full.tests.rejected)
+    assert f"reached its cap of {64 << 20} bytes" in rejected, rejected
+    assert not list(tmp_path.rglob("big"))
     assert labelled(engine, job_id) == {"containers": [], "networks": [], "volumes": []}
 
 

@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from patchheal.errors import HarnessError, ImageBuildError, SpecError
-from patchheal.harness import composefile, containers, images, sandbox, services
+from patchheal.harness import composefile, containers, images, resultsvolume, sandbox, services
 from patchheal.harness.base import OutputSink
 from patchheal.harness.config import HarnessDef
-from patchheal.harness.docker import COLLECTORS_MOUNT, RESULTS_MOUNT, DockerHarness
+from patchheal.harness.docker import COLLECTORS_MOUNT, DockerHarness
 from patchheal.harness.hostdirs import collectors_source
 from patchheal.harness.images import Say
 from patchheal.harness.results import ResultsChannel
@@ -141,8 +141,10 @@ class ComposeHarness:
             for service in services.values():
                 container = stack.enter_context(self._service(service, network))
                 self._wait_ready(container, service, started)
-            channel = ResultsChannel(trace=trace)
+            channel = ResultsChannel(trace=trace, on_host=False)
             stack.callback(channel.close)
+            user = sandbox.resolve_user(self.base.defn, worktree)
+            volume, keeper = stack.enter_context(self._results(image, user, channel.nonce))
             done = self._step(
                 command,
                 worktree,
@@ -152,9 +154,58 @@ class ComposeHarness:
                 timeout,
                 idle_timeout,
                 on_output,
-                channel,
+                (channel, volume),
             )
-            return done.model_copy(update={"tests": channel.collect(worktree, results)})
+            size = sandbox.size_bytes(self.base.defn.sandbox.results_size)
+            tests = channel.collect(
+                worktree,
+                results,
+                reader=lambda budget: resultsvolume.collect(keeper, channel.nonce, size, budget),
+            )
+            return done.model_copy(update={"tests": tests})
+
+    @contextlib.contextmanager
+    def _results(self, image: str, user: str, nonce: str) -> Iterator[tuple[str, Container]]:
+        """The step's results directory: a named tmpfs volume capped as a session's
+        (resultsvolume.py), never a host directory, and a keeper container that holds it
+        mounted after the step's container is gone (a tmpfs volume is unmounted, its files
+        lost, when its last container stops) and through which it is read."""
+        from docker.types import Mount
+
+        size = sandbox.size_bytes(self.base.defn.sandbox.results_size)
+        name = containers.container_name(self.job_id, f"{self.defn.name}-results")
+        remove_volume(self.client, name)
+        containers.call(
+            self.client.volumes.create,
+            name=name,
+            driver="local",
+            driver_opts=resultsvolume.tmpfs_options(size),
+            labels=containers.owner_labels(self.job_id, "volume"),
+        )
+        try:
+            with containers.created(
+                self.client,
+                name=containers.container_name(self.job_id, f"{self.defn.name}-keeper"),
+                image=image,
+                entrypoint=["sleep", "infinity"],
+                command=[],
+                user=user,
+                network_mode="none",
+                mounts=[Mount(target=resultsvolume.ROOT, source=name, type="volume")],
+                labels=containers.owner_labels(self.job_id, "results-keeper"),
+                mem_limit="64m",
+                pids_limit=8,
+                cap_drop=["ALL"],
+                security_opt=["no-new-privileges"],
+                init=True,
+            ) as keeper:
+                containers.start(keeper)
+                made = keeper.exec_run(["mkdir", "-m", "0700", resultsvolume.run_dir(nonce)])
+                if made.exit_code != 0:
+                    raise HarnessError(f"cannot make the results directory: {made.output!r}")
+                yield name, keeper
+        finally:
+            remove_volume(self.client, name)
 
     def _step(
         self,
@@ -166,10 +217,11 @@ class ComposeHarness:
         timeout: float,
         idle_timeout: float,
         on_output: OutputSink | None,
-        channel: ResultsChannel,
+        results: tuple[ResultsChannel, str],
     ) -> CommandResult:
         defn = self.base.defn
-        in_box = f"{RESULTS_MOUNT}/results-{channel.nonce}"
+        channel, volume = results
+        in_box = resultsvolume.run_dir(channel.nonce)
         user = sandbox.resolve_user(defn, worktree)
         sandbox.make_writable(worktree, user)
         extra = step_service.environment if step_service else {}
@@ -186,10 +238,8 @@ class ComposeHarness:
             ),
             labels=containers.owner_labels(self.job_id, "step", worktree=str(worktree)),
             host_mounts=images.host_mounts(self.client, image),
-            extra_mounts=(
-                (str(collectors_source()), COLLECTORS_MOUNT, True),
-                (str(channel.host_dir), in_box, False),
-            ),
+            extra_mounts=((str(collectors_source()), COLLECTORS_MOUNT, True),),
+            volumes=[resultsvolume.mount(0, source=volume)],
         )
         kwargs.pop("network_mode")
         kwargs.update(self._endpoint(network, self.spec.service))

@@ -36,11 +36,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Where a step container sees patchheal's collectors (read-only) and its run's
-# results directory (a sandbox session's: a capped tmpfs, resultsvolume.py; a compose
-# step's: a host directory bind-mounted there).
+# Where a step container sees patchheal's collectors (read-only); its run's results
+# directory is a capped tmpfs volume at resultsvolume.ROOT (a session's, a compose step's).
 COLLECTORS_MOUNT = "/opt/patchheal/collectors"
-RESULTS_MOUNT = resultsvolume.ROOT
 
 
 class DockerHarness:

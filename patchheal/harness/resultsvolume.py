@@ -49,17 +49,21 @@ def run_dir(nonce: str) -> str:
     return f"{ROOT}/results-{nonce}"
 
 
-def mount(size: int) -> Any:
-    """The volume mount: a tmpfs of `size` bytes at ROOT, not executable, no devices."""
+def tmpfs_options(size: int) -> dict[str, str]:
+    """The `local` driver's options of a tmpfs of `size` bytes: not executable, no devices."""
+    options = f"size={size},nr_inodes={INODES},mode=1777,nosuid,nodev,noexec"
+    return {"type": "tmpfs", "device": "tmpfs", "o": options}
+
+
+def mount(size: int, source: str | None = None) -> Any:
+    """The volume mount at ROOT: an anonymous tmpfs of `size` bytes (a session's), or the
+    named volume `source` (a compose step's, made with `tmpfs_options`)."""
     from docker.types import DriverConfig, Mount
 
-    options = f"size={size},nr_inodes={INODES},mode=1777,nosuid,nodev,noexec"
-    return Mount(
-        target=ROOT,
-        source=None,
-        type="volume",
-        driver_config=DriverConfig("local", {"type": "tmpfs", "device": "tmpfs", "o": options}),
-    )
+    if source is not None:
+        return Mount(target=ROOT, source=source, type="volume")
+    config = DriverConfig("local", tmpfs_options(size))
+    return Mount(target=ROOT, source=None, type="volume", driver_config=config)
 
 
 def collect(
