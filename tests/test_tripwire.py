@@ -147,6 +147,18 @@ def test_the_signing_key_is_out_of_reach_of_plain_reads(tmp_path: Path) -> None:
     assert set(value) == {"0"}, child
 
 
+def test_wiping_the_key_leaves_no_ctypes_behind(tmp_path: Path) -> None:
+    """Invariant (the collectors never change an outcome): the monitor uses ctypes to wipe
+    the key, and unloads it again: code that looks at what is loaded (or meets ctypes'
+    library loaders, whose attributes load libraries and raise OSError) sees what it
+    would without patchheal."""
+    listed = "import sys\nprint('CTYPES', sorted(m for m in sys.modules if 'ctypes' in m))\n"
+    _, output = _run_in_channel(tmp_path, listed)
+    assert "CTYPES []" in output, output
+    _, output = _run_in_channel(tmp_path, _KEY_HUNT)
+    assert "FOUND []" in output, output  # and the key is still wiped
+
+
 def _event(**fields: object) -> MonitorEvent:
     base: dict[str, object] = {"op": "frame access", "kind": "project", "file": "calc.py"}
     base["line"] = 3

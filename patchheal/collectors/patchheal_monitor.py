@@ -43,8 +43,21 @@ def _scrub_environ_block(name: str) -> None:
 
     `os.environ.pop` only unsets the variable; the kernel shows the block the
     process started with (`/proc/<pid>/environ`) to this process and to any
-    child of the same user. Best effort: without ctypes the block stays.
+    child of the same user. Best effort: without ctypes the block stays. ctypes is
+    unloaded again when the step had not loaded it: a project's code that walks every
+    object (`gc.get_objects()`, `getattr(obj, name, None)`) meets `ctypes.cdll`, whose
+    attributes load libraries (an OSError), only when it would without patchheal.
     """
+    loaded = set(sys.modules)
+    try:
+        _overwrite(name)
+    finally:
+        for module in set(sys.modules) - loaded:
+            if module.partition(".")[0] in ("ctypes", "_ctypes"):
+                del sys.modules[module]
+
+
+def _overwrite(name: str) -> None:
     try:
         import ctypes
 

@@ -51,15 +51,25 @@ def _test_frame():
 
 # -- runner hooks --------------------------------------------------------------------
 
-HOOK_GC_PYFUNC = """
+# An object's attribute read during the walk can raise anything: ctypes' library loaders
+# (`ctypes.cdll.function`) try to load a library of that name (OSError), once any module
+# of the process has imported ctypes (pytest 9 does).
+GC_ATTR = """
+def _attr(obj, name):
+    try:
+        return getattr(obj, name, None)
+    except Exception:
+        return None
+"""
+HOOK_GC_PYFUNC = GC_ATTR + """
 for _obj in _g(_m("gc"), "get_objects")():
-    _fn = getattr(_obj, _t("function"), None)
+    _fn = _attr(_obj, _t("function"))
     if getattr(_fn, "__name__", "") == _t("pytest_pyfunc_call") and hasattr(_obj, _t("argnames")):
         _s(_obj, "function", lambda pyfuncitem: True)
 """
-HOOK_GC_RUNTEST = """
+HOOK_GC_RUNTEST = GC_ATTR + """
 for _obj in _g(_m("gc"), "get_objects")():
-    _fn = getattr(_obj, _t("function"), None)
+    _fn = _attr(_obj, _t("function"))
     if (
         getattr(_fn, "__name__", "") == _t("pytest_runtest_call")
         and getattr(_fn, "__module__", "") == _t("_pytest.runner")
