@@ -61,13 +61,18 @@ def _attr(obj, name):
     except Exception:
         return None
 """
-HOOK_GC_PYFUNC = GC_ATTR + """
+HOOK_GC_PYFUNC = (
+    GC_ATTR
+    + """
 for _obj in _g(_m("gc"), "get_objects")():
     _fn = _attr(_obj, _t("function"))
     if getattr(_fn, "__name__", "") == _t("pytest_pyfunc_call") and hasattr(_obj, _t("argnames")):
         _s(_obj, "function", lambda pyfuncitem: True)
 """
-HOOK_GC_RUNTEST = GC_ATTR + """
+)
+HOOK_GC_RUNTEST = (
+    GC_ATTR
+    + """
 for _obj in _g(_m("gc"), "get_objects")():
     _fn = _attr(_obj, _t("function"))
     if (
@@ -77,6 +82,7 @@ for _obj in _g(_m("gc"), "get_objects")():
     ):
         _s(_obj, "function", lambda item: None)
 """
+)
 HOOK_FRAMES = """
 def _manager():
     frame = _g(_m("sys"), "_getframe")(0)
