@@ -44,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_context import mirror, same_test
 from bench_realfix import Judged, judge_case
+from bench_realfix import _command as _pytest_command
 from pick_reproduce_bugs import REPRODUCE_CORPUS
 
 from patchheal.harness.definitions import load_harness
@@ -103,17 +104,22 @@ def judge(
     git_dir = mirror(str(case["repo"]))
     assert git_dir is not None
     started = time.monotonic()
+    unittest = case["runner"] == "unittest"
+    one = unittest_matches if unittest else same_test
+    # Any test the fix adds is the case's: the first one need not fail before the fix.
+    tests = [str(t) for t in case.get("tests") or [case["test"]]]  # type: ignore[attr-defined]
+
+    def matches(node_id: str, _test: str) -> bool:
+        return any(one(node_id, test) for test in tests)
+
     try:
-        if case["runner"] == "unittest":
-            judged = judge_case(
-                case,
-                git_dir,
-                _harness(case, harnesses),
-                command=unittest_command,
-                matches=unittest_matches,
-            )
-        else:
-            judged = judge_case(case, git_dir, _harness(case, harnesses))
+        judged = judge_case(
+            case,
+            git_dir,
+            _harness(case, harnesses),
+            command=unittest_command if unittest else _pytest_command,
+            matches=matches,
+        )
     except Exception as error:  # a harness or setup failure is a case's result, with its why
         judged = Judged(str(case["repo"]), str(case["fix"])[:12], str(case["test"]), False)
         judged.why = f"error: {type(error).__name__}: {str(error)[:300]}"

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from bench_context import CORPUS, mirror
 from bench_context import SETUP as CONTEXT_SETUP
-from pick_context_bugs import candidates, spread
+from pick_context_bugs import _ADDED_TEST, _TEST_FILE, _git, candidates, spread
 
 REPRODUCE_CORPUS = Path(__file__).resolve().parent / "corpus" / "reproduce_bugs.json"
 
@@ -65,6 +65,17 @@ def qualified(git_dir: Path, fix: str, test: str) -> str:
         ):
             return f"{file}::{node.name}::{name}"
     return test
+
+
+def added_tests(git_dir: Path, case: dict[str, object]) -> list[str]:
+    """Every test the fix adds (qualified): the first one need not be one that fails before it."""
+    parent, fix = str(case["parent"]), str(case["fix"])
+    found = []
+    for name in _git(git_dir, "diff", "--name-only", parent, fix).split():
+        if name.endswith(".py") and _TEST_FILE.search(name):
+            for test in _ADDED_TEST.findall(_git(git_dir, "diff", parent, fix, "--", name)):
+                found.append(qualified(git_dir, fix, f"{name}::{test}"))
+    return found
 
 
 def build_system(git_dir: Path, parent: str) -> tuple[str, str]:
@@ -119,6 +130,7 @@ def from_context(per_repo: int, until_39: str, write: bool) -> int:
         picks.append(
             {
                 **{k: v for k, v in case.items() if k != "set"},
+                "tests": added_tests(git_dir, case),
                 "python": "3.9" if date < until_39 else "3.11",
                 "runner": "pytest",
                 "setup": CONTEXT_SETUP[repo],
@@ -162,6 +174,7 @@ def main() -> int:
                 "repo": args.repo,
                 **case,
                 "test": qualified(git_dir, fix, str(case["test"])),
+                "tests": added_tests(git_dir, case),
                 "python": args.python,
                 "runner": RUNNER.get(args.repo, "pytest"),
                 "setup": SETUP.get((args.repo, args.python), []),
