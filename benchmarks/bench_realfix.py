@@ -94,18 +94,23 @@ def judge_case(
     *,
     command: Command = _command,
     matches: Callable[[str, str], bool] = same_test,
+    aside: bool = True,
 ) -> Judged:
     """Reproduce, then the upstream fix and a no-op through `verify()`. `command` writes the
-    step (pytest by default); `matches` says whether a failing id is the case's test."""
+    step (pytest by default); `matches` says whether a failing id is the case's test;
+    `aside`: the tree's dependency files are moved aside (the fixed `SETUP` install),
+    else they stay for a setup that installs the project itself."""
     repo, fix, test = str(case["repo"]), str(case["fix"]), str(case["test"])
     out = Judged(repo, fix[:12], test, reproduced=False)
     with tempfile.TemporaryDirectory(prefix="bench-realfix-") as tmp:
         tree = Path(tmp) / "repo"
         tree.mkdir()
         materialize(case, git_dir, tree)
-        _aside, config = _config_aside(tree)
-        _git(tree, "add", "-A")
-        _git(tree, "commit", "-qm", "configuration aside")
+        config: list[str] = []
+        if aside:
+            _aside, config = _config_aside(tree)
+            _git(tree, "add", "-A")
+            _git(tree, "commit", "-qm", "configuration aside")
         workdir = harness.defn.sandbox.workdir
         step = StepSpec(
             name="unit", command=command(tree, config, [test.partition("::")[0]], workdir)

@@ -15,8 +15,10 @@ of those projects is stored here) and judged as bench_realfix judges (its
 the case's Python with the case's setup, then the upstream fix through the real
 `verify()` (must be `fixed`) and a no-op, a comment (must be `no_effect`). The
 project runs from its tree (its dependency files aside, the `src/` directory on
-`PYTHONPATH`), not installed: the build system is what the case exercises in the
-collectors' and the configuration's paths, not a `pip install .`.
+`PYTHONPATH`), except a case marked `install_project`, whose setup installs the
+project itself (`pip install -e .` through its own build system, as its CI's
+tox does) with its dependency files in place: Python-Markdown finds its
+extensions through the installed package's entry points.
 
 Printed: per Python and per runner (the pytest major version the setup gives, or
 unittest), the cases, those reproduced (the fix's test fails on the pre-fix tree,
@@ -119,6 +121,7 @@ def judge(
             _harness(case, harnesses),
             command=unittest_command if unittest else _pytest_command,
             matches=matches,
+            aside=not case.get("install_project"),
         )
     except Exception as error:  # a harness or setup failure is a case's result, with its why
         judged = Judged(str(case["repo"]), str(case["fix"])[:12], str(case["test"]), False)
