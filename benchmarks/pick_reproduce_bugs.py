@@ -46,6 +46,15 @@ SETUP: dict[tuple[str, str], list[str]] = {
     ("Python-Markdown/markdown", "3.9"): ["pip install 'PyYAML==5.4.1'"],
     ("Python-Markdown/markdown", "3.13"): ["pip install PyYAML"],
 }
+
+
+def runner_of(repo: str, tests: list[str]) -> str:
+    """The project's unittest runner when its added tests are TestCase methods; pytest for
+    plain test functions (tomli's and pyparsing's newer tests are pytest-only)."""
+    methods = all(test.count("::") == 2 for test in tests)
+    return RUNNER.get(repo, "pytest") if methods else "pytest"
+
+
 _CLASS = re.compile(r"^class (\w+)")
 
 
@@ -169,14 +178,15 @@ def main() -> int:
     for case in candidates(git_dir, window, known):
         fix = str(case["fix"])
         build, layout = build_system(git_dir, str(case["parent"]))
+        tests = added_tests(git_dir, case)
         found.append(
             {
                 "repo": args.repo,
                 **case,
                 "test": qualified(git_dir, fix, str(case["test"])),
-                "tests": added_tests(git_dir, case),
+                "tests": tests,
                 "python": args.python,
-                "runner": RUNNER.get(args.repo, "pytest"),
+                "runner": runner_of(args.repo, tests),
                 "setup": SETUP.get((args.repo, args.python), []),
                 "build": build,
                 "layout": layout,
