@@ -39,7 +39,7 @@ RUNNER: dict[str, str] = {
 }
 SETUP: dict[tuple[str, str], list[str]] = {
     ("pypa/packaging", "3.9"): ["pip install 'pytest==4.6.11' 'pretend==1.0.9'"],
-    ("pypa/packaging", "3.13"): ["pip install 'pytest==8.3.5' pretend"],
+    ("pypa/packaging", "3.13"): ["pip install 'pytest==8.3.5' pretend tomli_w"],
     ("pytoolz/toolz", "3.9"): ["pip install 'pytest==5.4.3'"],
     ("benjaminp/six", "3.9"): ["pip install 'pytest==4.6.11'"],
     ("pallets/click", "3.13"): ["pip install 'pytest==8.3.5'"],
