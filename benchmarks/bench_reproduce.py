@@ -59,11 +59,12 @@ _PIN = re.compile(r"pytest(?:==|>=)(\d+)")
 
 
 def runner(case: dict[str, object]) -> str:
-    """`unittest`, or `pytest N`: the major version the case's setup pins, else the image's."""
+    """`unittest`, or `pytest N`: the major version the case's setup pins last, else the
+    image's."""
     if case["runner"] == "unittest":
         return "unittest"
     pins = [m.group(1) for line in case["setup"] for m in _PIN.finditer(str(line))]  # type: ignore[attr-defined]
-    return f"pytest {pins[0] if pins else IMAGE_PYTEST[str(case['python'])]}"
+    return f"pytest {pins[-1] if pins else IMAGE_PYTEST[str(case['python'])]}"  # the last wins
 
 
 def _module(target: str) -> str:

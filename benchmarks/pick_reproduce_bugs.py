@@ -117,9 +117,11 @@ def build_system(git_dir: Path, parent: str) -> tuple[str, str]:
     return build, "src" if "src" in names else "flat"
 
 
-def from_context(per_repo: int, until_39: str, write: bool) -> int:
+def from_context(per_repo: int, until_39: str, write: bool, pin: str = "") -> int:
     """bench_context's cases (at most `per_repo` a project): commits before `until_39` on
-    Python 3.9 with the image's pytest, the others on 3.11; bench_context's fixed install."""
+    Python 3.9 with the image's pytest, the others on 3.11; bench_context's fixed install.
+    With `pin` (a setup line such as `pip install 'pytest==5.4.3'`), only the 3.9 ones,
+    that line added to their setup."""
     corpus = json.loads(REPRODUCE_CORPUS.read_text()) if REPRODUCE_CORPUS.is_file() else []
     known = {c["fix"] for c in corpus}
     seen: dict[str, int] = {}
@@ -129,12 +131,14 @@ def from_context(per_repo: int, until_39: str, write: bool) -> int:
         git_dir = mirror(repo)
         if case["fix"] in known or git_dir is None or seen.get(repo, 0) >= per_repo:
             continue
-        seen[repo] = seen.get(repo, 0) + 1
         date = subprocess.run(
             ["git", f"--git-dir={git_dir}", "log", "-1", "--format=%cs", str(case["fix"])],
             capture_output=True,
             text=True,
         ).stdout.strip()
+        if pin and date >= until_39:
+            continue
+        seen[repo] = seen.get(repo, 0) + 1
         build, layout = build_system(git_dir, str(case["parent"]))
         picks.append(
             {
@@ -142,7 +146,7 @@ def from_context(per_repo: int, until_39: str, write: bool) -> int:
                 "tests": added_tests(git_dir, case),
                 "python": "3.9" if date < until_39 else "3.11",
                 "runner": "pytest",
-                "setup": CONTEXT_SETUP[repo],
+                "setup": CONTEXT_SETUP[repo] + ([pin] if pin else []),
                 "build": build,
                 "layout": layout,
             }
@@ -163,10 +167,11 @@ def main() -> int:
         "--until-39", default="2022-01-01", help="`context`: commits before this run on 3.9"
     )
     parser.add_argument("--count", type=int, default=10)
+    parser.add_argument("--pin", default="", help="`context`: a setup line added (3.9 only)")
     parser.add_argument("--write", action="store_true", help="append the picks to the corpus")
     args = parser.parse_args()
     if args.repo == "context":
-        return from_context(args.count, args.until_39, args.write)
+        return from_context(args.count, args.until_39, args.write, args.pin)
     git_dir = mirror(args.repo)
     if git_dir is None:
         print(f"no mirror of {args.repo}", file=sys.stderr)
