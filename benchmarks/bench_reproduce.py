@@ -122,7 +122,9 @@ def judge(
             _harness(case, harnesses),
             command=unittest_command if unittest else _pytest_command,
             matches=matches,
-            aside=not case.get("install_project"),
+            # A test that reads the project's own files (tomli parses its pyproject.toml)
+            # needs them in place: `keep_files`.
+            aside=not (case.get("install_project") or case.get("keep_files")),
         )
     except Exception as error:  # a harness or setup failure is a case's result, with its why
         judged = Judged(str(case["repo"]), str(case["fix"])[:12], str(case["test"]), False)
