@@ -35,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -82,35 +83,53 @@ def _pristine(tree: Path) -> None:
     _git(tree, "clean", "-q", "-fdx")
 
 
-def judge_case(case: dict[str, object], git_dir: Path, harness: DockerHarness) -> Judged:
+# How a case's step is written: (tree, its pytest configuration args, targets, workdir).
+Command = Callable[[Path, list[str], list[str], str], str]
+
+
+def judge_case(
+    case: dict[str, object],
+    git_dir: Path,
+    harness: DockerHarness,
+    *,
+    command: Command = _command,
+    matches: Callable[[str, str], bool] = same_test,
+    aside: bool = True,
+) -> Judged:
+    """Reproduce, then the upstream fix and a no-op through `verify()`. `command` writes the
+    step (pytest by default); `matches` says whether a failing id is the case's test;
+    `aside`: the tree's dependency files are moved aside (the fixed `SETUP` install),
+    else they stay for a setup that installs the project itself."""
     repo, fix, test = str(case["repo"]), str(case["fix"]), str(case["test"])
     out = Judged(repo, fix[:12], test, reproduced=False)
     with tempfile.TemporaryDirectory(prefix="bench-realfix-") as tmp:
         tree = Path(tmp) / "repo"
         tree.mkdir()
         materialize(case, git_dir, tree)
-        _aside, config = _config_aside(tree)
-        _git(tree, "add", "-A")
-        _git(tree, "commit", "-qm", "configuration aside")
+        config: list[str] = []
+        if aside:
+            _aside, config = _config_aside(tree)
+            _git(tree, "add", "-A")
+            _git(tree, "commit", "-qm", "configuration aside")
         workdir = harness.defn.sandbox.workdir
         step = StepSpec(
-            name="unit", command=_command(tree, config, [test.partition("::")[0]], workdir)
+            name="unit", command=command(tree, config, [test.partition("::")[0]], workdir)
         )
         try:
             gate = reproduce(harness, step, tree, BUDGET, regression=())
             failing = gate.verdict.failing_tests
-            targets = [t for t in failing if same_test(t, test)]
+            targets = [t for t in failing if matches(t, test)]
             if targets and set(failing) != set(targets):
                 # Other tests of the file fail on the pre-fix tree too: the step is the
                 # fix's own test, as a job whose CI ran it alone.
-                step = StepSpec(name="unit", command=_command(tree, config, targets, workdir))
+                step = StepSpec(name="unit", command=command(tree, config, targets, workdir))
                 _pristine(tree)
                 gate = reproduce(harness, step, tree, BUDGET, regression=())
             klass = gate.classification.failure_class if gate.classification else None
             if gate.verdict.passed or gate.failure is None or klass not in PATCHABLE_CLASSES:
                 out.why = f"not reproduced: {klass or 'passed'} ({gate.verdict.reason[:120]})"
                 return out
-            if not any(same_test(t, test) for t in gate.verdict.failing_tests):
+            if not any(matches(t, test) for t in gate.verdict.failing_tests):
                 out.why = f"the step fails, but not the fix's test ({gate.verdict.reason[:120]})"
                 return out
             out.reproduced = True

@@ -61,6 +61,35 @@ def candidate(git_dir: Path, fix: str) -> dict[str, object] | None:
     return None
 
 
+def candidates(git_dir: Path, window: list[str], known: set[str]) -> list[dict[str, object]]:
+    """Every qualifying commit of the history in `window` (`--since=...`), newest first,
+    that is not in `known`."""
+    log = _git(git_dir, "log", "--no-merges", *window, "--format=%H %s", "HEAD")
+    found = []
+    for line in log.splitlines():
+        fix, _, subject = line.partition(" ")
+        if fix in known or not _SUBJECT.search(subject):
+            continue
+        case = candidate(git_dir, fix)
+        if case is not None:
+            found.append(case)
+    return found
+
+
+def spread(
+    found: list[dict[str, object]], count: int, corpus: list[object], write_to: Path | None
+) -> int:
+    """`count` of `found` spread evenly over it, printed, and appended to the corpus at
+    `write_to` (when given)."""
+    step = max(len(found) / max(count, 1), 1.0)
+    picks = [found[int(i * step)] for i in range(min(count, len(found)))]
+    print(f"{len(found)} qualify, {len(picks)} picked", file=sys.stderr)
+    print(json.dumps(picks, indent=1))
+    if write_to is not None:
+        write_to.write_text(json.dumps(corpus + picks, indent=1) + "\n")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("repo")
@@ -74,22 +103,11 @@ def main() -> int:
         return 2
     corpus = json.loads(CORPUS.read_text())
     known = {c["fix"] for c in corpus}
-    log = _git(git_dir, "log", "--no-merges", f"--since={args.since}", "--format=%H %s", "HEAD")
-    found = []
-    for line in log.splitlines():
-        fix, _, subject = line.partition(" ")
-        if fix in known or not _SUBJECT.search(subject):
-            continue
-        case = candidate(git_dir, fix)
-        if case is not None:
-            found.append({"repo": args.repo, **case, "set": "added"})
-    step = max(len(found) / max(args.count, 1), 1.0)
-    picks = [found[int(i * step)] for i in range(min(args.count, len(found)))]
-    print(f"{len(found)} qualify, {len(picks)} picked", file=sys.stderr)
-    print(json.dumps(picks, indent=1))
-    if args.write:
-        CORPUS.write_text(json.dumps(corpus + picks, indent=1) + "\n")
-    return 0
+    found = [
+        {"repo": args.repo, **case, "set": "added"}
+        for case in candidates(git_dir, [f"--since={args.since}"], known)
+    ]
+    return spread(found, args.count, corpus, CORPUS if args.write else None)
 
 
 if __name__ == "__main__":

@@ -95,6 +95,21 @@ def test_a_test_passed_without_running_its_body_is_named(tmp_path: Path) -> None
     assert "lines 7, 8 never ran" in why
 
 
+def test_the_last_test_of_a_large_suite_has_its_evidence(tmp_path: Path) -> None:
+    """Regression (pypa/packaging a33b2941bf33, bench_reproduce): 12,000 passing tests
+    before the protected one; the collector once stopped recording after 10,000 tests, and
+    the last test's real fix was refused as a body that never ran."""
+    repo = _project(tmp_path, BUGGY.replace("a - b", "a + b"))
+    many = "@pytest.mark.parametrize('n', range(12000))\ndef test_many(n):\n    assert n >= 0\n\n\n"
+    (repo / "test_calc.py").write_text(TESTS.replace("def test_add():", many + "def test_add():"))
+    tests = _run(repo)
+    assert len(tests.with_outcome("passed")) == 12004
+    # TestC.test_m's assert, five lines further down than in TESTS.
+    assert tests.asserted is not None
+    assert tests.asserted["test_calc.py::TestC::test_m"] == (25,)
+    assert unexecuted({"test_calc.py::TestC::test_m": (25,)}, tests) == ""
+
+
 def test_no_evidence_is_no_alarm(tmp_path: Path) -> None:
     """Plain asserts (`--assert=plain`, as old pytest on new Pythons needs) give no
     evidence: the line is silent rather than refusing a real fix."""
