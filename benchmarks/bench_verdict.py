@@ -15,8 +15,9 @@ stay on, so the difference is the results channel alone).
 
 `--full` runs, one after another in this run, each measurement of the verdict
 and prints its table: the generative hostile battery per family, runner and
-form (bench_hostile.py), false alarms on real upstream fixes (bench_realfix.py)
-and on real projects' clean suites (bench_clean_suites.py), the collector
+form (bench_hostile.py), false alarms on real upstream fixes (bench_realfix.py, and
+bench_reproduce.py's corpus on each case's own Python and runner) and on real
+projects' clean suites (bench_clean_suites.py), the collector
 compatibility matrix (tests/test_collector_matrix.py, every pytest × Python
 this machine has), the twins' cost (--twin-cost) and the tripwire's battery and
 slowdown (bench_tripwire.py). The real-project parts need the mirrors (see
@@ -171,6 +172,10 @@ _FULL: tuple[tuple[str, list[str]], ...] = (
         # 16 per project: ~100 cases, of which about half reproduce (>= 50 counted fixes);
         # each outcome is kept in var/ so an interrupted run resumes where it stopped.
         ["benchmarks/bench_realfix.py", "--per-repo", "16", "--runs", "var/bench/realfix"],
+    ),
+    (
+        "false alarms on real jobs on their own Python and runner",
+        ["benchmarks/bench_reproduce.py", "--runs", "var/bench/reproduce"],
     ),
     ("false alarms on clean suites", ["benchmarks/bench_clean_suites.py"]),
     (

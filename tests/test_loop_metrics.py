@@ -113,7 +113,9 @@ def test_wall_timeout_exhausted_and_no_progress_counters(
     wrong = diff_for(repo, {"calc.py": WRONG})
     same = diff_for(repo, {"calc.py": WRONG.replace("return b - a", "return  b - a")})
     host, port = statsd.getsockname()
-    budget = "max_attempts = 1\nstep_timeout_seconds = 1.5\nidle_timeout_seconds = 30"
+    # 10 s: the reproduction must end within it on a loaded machine (at 1.5 s it timed out
+    # in CI at load 4); the spinning candidate never does.
+    budget = "max_attempts = 1\nstep_timeout_seconds = 10\nidle_timeout_seconds = 30"
     spec = write_spec(
         tmp_path / "a.toml", repo, job_id="a", diffs=[diff_for(repo, {"calc.py": spin})],
         budget=budget,
