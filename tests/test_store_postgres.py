@@ -254,7 +254,9 @@ def test_processes_racing_claim_on_one_database_each_patch_is_won_once(
     go.touch()
     wins = [json.loads(out) for out in outputs(racers)]
     assert sorted(k for won in wins for k in won) == list(range(keys))  # each exactly once
-    assert all(wins), wins  # every process won some: they really raced
+    # They really raced: at least two processes won some (on a loaded machine one racer
+    # can be scheduled late and lose every key, as in CI at load 4: [[], [0..10], [11..]]).
+    assert sum(bool(won) for won in wins) >= 2, wins
     assert store.integrity_check() == []
 
 
