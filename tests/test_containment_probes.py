@@ -48,16 +48,22 @@ def heal(tmp_path: Path, probe: str, patches: list[str], edit: dict[str, str] | 
         for old, new in (edit or {}).items():
             text = text.replace(old, new)
         (candidates / name).write_text(text)
+    return run_job(tmp_path, probe, repo, candidates), repo
+
+
+def run_job(
+    tmp_path: Path, probe: str, repo: Path, candidates: Path, edit: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`patchheal heal` of the probe's job spec on `repo` with `candidates` (`edit`: more
+    replacements in the spec), its state under `tmp_path`."""
+    text = (PROBES / f"{probe}-job.toml").read_text()
+    edits = {"REPO_DIR": str(repo), "CANDIDATES_DIR": str(candidates), **(edit or {})}
+    for old, new in edits.items():
+        text = text.replace(old, new)
     spec = tmp_path / "job.toml"
-    spec.write_text(
-        (PROBES / f"{probe}-job.toml")
-        .read_text()
-        .replace("REPO_DIR", str(repo))
-        .replace("CANDIDATES_DIR", str(candidates))
-    )
+    spec.write_text(text)
     argv = [sys.executable, "-m", "patchheal", "heal", str(spec), *state_args(tmp_path)]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
-    return done, repo
+    return subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
 
 
 def attempts(tmp_path: Path) -> list[Any]:
@@ -112,16 +118,7 @@ def test_h3_a_full_results_directory_rejects_the_candidate_and_the_heal_goes_on(
     shutil.copy(PROBES / "H3-results-huge-shell.patch", candidates / "01-h3.patch")
     demo = Path(__file__).resolve().parents[1] / "patchheal" / "examples" / "demo"
     shutil.copy(demo / "candidates" / "06-fix_boundary.patch", candidates / "02-fix.patch")
-    spec = tmp_path / "job.toml"
-    spec.write_text(
-        (PROBES / "H1-job.toml")
-        .read_text()
-        .replace("REPO_DIR", str(repo))
-        .replace("CANDIDATES_DIR", str(candidates))
-        .replace("max_attempts = 1", "max_attempts = 2")
-    )
-    argv = [sys.executable, "-m", "patchheal", "heal", str(spec), *state_args(tmp_path)]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
+    done = run_job(tmp_path, "H1", repo, candidates, {"max_attempts = 1": "max_attempts = 2"})
     assert done.returncode == 0, done.stdout + done.stderr
     first, second = attempts(tmp_path)
     assert first.outcome.value != "fixed", first.reason
@@ -155,16 +152,10 @@ def test_a_normal_multi_step_job_still_heals(tmp_path: Path) -> None:
     step1 = (PROBES / "C1-pipdl.patch").read_text()
     (candidates / "01-rules.patch").write_text(step1[: step1.index("diff --git a/pyproject.toml")])
     (candidates / "02-extra.patch").write_text(STEP2_FIX)
-    spec = tmp_path / "job.toml"
-    spec.write_text(
-        (PROBES / "C1-job.toml")
-        .read_text()
-        .replace('setup = ["pip install -e ."]\n', "")  # its wheelhouse would need an index
-        .replace("REPO_DIR", str(repo))
-        .replace("CANDIDATES_DIR", str(candidates))
-        .replace("max_attempts = 1", "max_attempts = 2")
-    )
-    argv = [sys.executable, "-m", "patchheal", "heal", str(spec), *state_args(tmp_path)]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
+    edit = {
+        'setup = ["pip install -e ."]\n': "",  # its wheelhouse would need an index
+        "max_attempts = 1": "max_attempts = 2",
+    }
+    done = run_job(tmp_path, "C1", repo, candidates, edit)
     assert done.returncode == 0, done.stdout + done.stderr
     assert [a.outcome.value for a in attempts(tmp_path)].count("fixed") == 2
