@@ -68,15 +68,33 @@ def _editable(args: list[str]) -> bool:
     return "-e" in args or "--editable" in args
 
 
+def _pip_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    return env | {"PIP_CONFIG_FILE": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+
+
 def _pip(venv: Path, python: str, args: list[str], cwd: Path | None = None) -> None:
+    """pip install offline; an sdist whose isolated build cannot get its backend offline
+    (MarkupSafe 2.0.1 on 3.11: no setuptools wheel in that wheelhouse) is built again
+    with the venv's own setuptools and wheel (`--no-build-isolation`), as the harness's
+    venv builds with the image's. Only the wheelhouse: the host's pip configuration
+    (PIP_FIND_LINKS) is left out."""
     offline = ["--no-index", "--find-links", str(wheelhouse(python)), "--quiet"]
-    done = subprocess.run(
-        [str(venv / "bin" / "python"), "-m", "pip", "install", *offline, *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-    )
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", *offline]
+    done = subprocess.run([*pip, *args], cwd=cwd, capture_output=True, text=True, timeout=TIMEOUT)
+    if done.returncode != 0 and "build dependencies" in done.stdout + done.stderr:
+        # `wheel` is a pure wheel, in the 3.9 wheelhouse only: any Python's will do.
+        houses = [f"--find-links={h}" for h in sorted(wheelhouse(python).parent.iterdir())]
+        tools = [*pip, *houses, "setuptools", "wheel"]
+        subprocess.run(tools, capture_output=True, timeout=TIMEOUT, env=_pip_env())
+        done = subprocess.run(
+            [*pip, "--no-build-isolation", *args],
+            cwd=cwd,
+            env=_pip_env(),
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+        )
     if done.returncode != 0:
         raise RuntimeError(f"pip install {' '.join(args)}: {done.stderr.strip()[-300:]}")
 
