@@ -122,12 +122,21 @@ def judge(
     def matches(node_id: str, _test: str) -> bool:
         return any(one(node_id, test) for test in tests)
 
+    base = unittest_command if unittest else _pytest_command
+    files = sorted({t.partition("::")[0] for t in tests})
+
+    def command(tree: Path, config: list[str], targets: list[str], workdir: str) -> str:
+        # The step is every file the fix adds tests to, not the first test's alone: the
+        # failing ones may be in another file (Python-Markdown `dbb9b3d766e8`).
+        whole = targets == [str(case["test"]).partition("::")[0]]
+        return base(tree, config, files if whole else targets, workdir)
+
     try:
         judged = judge_case(
             case,
             git_dir,
             _harness(case, harnesses),
-            command=unittest_command if unittest else _pytest_command,
+            command=command,
             matches=matches,
             # A test that reads the project's own files (tomli parses its pyproject.toml)
             # needs them in place: `keep_files`.
