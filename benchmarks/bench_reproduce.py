@@ -230,7 +230,8 @@ def control_gaps(results: list[dict[str, object]]) -> list[str]:
     for r in results:
         where = f"{r['repo']} {r['fix']} {r['test']} (Python {r['python']}, {r['runner']})"
         if r["reproduced"] and not r["venv_reproduced"]:
-            out.append(f"HARNESS ONLY {where}: venv: {str(r['venv_why'])[:300]}")
+            why = " ".join(str(r["venv_why"]).split())  # one line each
+            out.append(f"HARNESS ONLY {where}: venv: {why[:300]}")
     return out
 
 
