@@ -25,8 +25,14 @@ unittest), the cases, those reproduced (the fix's test fails on the pre-fix tree
 patchable), the fix judged `fixed` and the no-op judged `no_effect` among them; then
 every case that fails one of these, with its reason. BugsInPy is never used.
 
+`--control` adds the fresh-venv control (venv_control.py): per case, whether the fix's
+test fails before the fix and passes after it in a host venv of the case's Python with
+its pins installed offline from the wheelhouse, run plainly; the tables then give, per
+Python, runner and project, the cases the venv reproduces and how many of those the
+harness reproduced and judged right, and the cases on which the two differ, with why.
+
 Run: python benchmarks/bench_reproduce.py [--runs DIR] [--python 3.9] [--repo OWNER/NAME]
-     [--limit N] [-v]
+     [--limit N] [--cached-only] [--control] [-v]
 (`--runs DIR` keeps each case's outcome there and reuses it on the next call:
 an interrupted run resumes.)
 """
@@ -48,6 +54,7 @@ from bench_context import mirror, same_test
 from bench_realfix import Judged, judge_case
 from bench_realfix import _command as _pytest_command
 from pick_reproduce_bugs import REPRODUCE_CORPUS
+from venv_control import cached_control
 
 from patchheal.harness.definitions import load_harness
 from patchheal.harness.docker import DockerHarness
@@ -115,12 +122,21 @@ def judge(
     def matches(node_id: str, _test: str) -> bool:
         return any(one(node_id, test) for test in tests)
 
+    base = unittest_command if unittest else _pytest_command
+    files = sorted({t.partition("::")[0] for t in tests})
+
+    def command(tree: Path, config: list[str], targets: list[str], workdir: str) -> str:
+        # The step is every file the fix adds tests to, not the first test's alone: the
+        # failing ones may be in another file (Python-Markdown `dbb9b3d766e8`).
+        whole = targets == [str(case["test"]).partition("::")[0]]
+        return base(tree, config, files if whole else targets, workdir)
+
     try:
         judged = judge_case(
             case,
             git_dir,
             _harness(case, harnesses),
-            command=unittest_command if unittest else _pytest_command,
+            command=command,
             matches=matches,
             # A test that reads the project's own files (tomli parses its pyproject.toml)
             # needs them in place: `keep_files`.
@@ -174,6 +190,51 @@ def failures(results: list[dict[str, object]]) -> list[str]:
     return out
 
 
+def control_table(results: list[dict[str, object]]) -> list[str]:
+    """Per Python, runner and project: the cases a fresh venv with the case's pins
+    reproduces (fail before the fix, pass after), and how many of those the harness
+    reproduced and judged right (fix `fixed`, no-op `no_effect`)."""
+    head = "| {} | cases | venv reproduces | harness reproduced of those | and judged right |"
+    lines: list[str] = []
+
+    def row(label: str, chosen: list[dict[str, object]]) -> str:
+        venv = [r for r in chosen if r["venv_reproduced"]]
+        both = [r for r in venv if r["reproduced"]]
+        right = [r for r in both if _judged_right(r)]
+        return f"| {label} | {len(chosen)} | {len(venv)} | {len(both)} | {len(right)} |"
+
+    for key, title in (("python", "Python"), ("runner", "runner"), ("repo", "project")):
+        lines += [head.format(title), "| --- | ---: | ---: | ---: | ---: |"]
+        for value in sorted({str(r[key]) for r in results}):
+            lines.append(row(value, [r for r in results if r[key] == value]))
+        lines += [row("all", results), ""]
+    return lines
+
+
+def _judged_right(r: dict[str, object]) -> bool:
+    return r["fix_outcome"] == Outcome.FIXED and r["noop_outcome"] == Outcome.NO_EFFECT
+
+
+def control_gaps(results: list[dict[str, object]]) -> list[str]:
+    """The harness's gaps (the venv reproduces, the harness does not), with the harness's
+    reason; then the converse, with the venv's."""
+    out = []
+    for r in results:
+        where = f"{r['repo']} {r['fix']} {r['test']} (Python {r['python']}, {r['runner']})"
+        if r["venv_reproduced"] and not r["reproduced"]:
+            out.append(f"HARNESS GAP {where}: {r['why']}")
+        elif r["venv_reproduced"] and not _judged_right(r):
+            out.append(
+                f"HARNESS MISJUDGED {where}: fix {r['fix_outcome']}, no-op {r['noop_outcome']}"
+            )
+    for r in results:
+        where = f"{r['repo']} {r['fix']} {r['test']} (Python {r['python']}, {r['runner']})"
+        if r["reproduced"] and not r["venv_reproduced"]:
+            why = " ".join(str(r["venv_why"]).split())  # one line each
+            out.append(f"HARNESS ONLY {where}: venv: {why[:300]}")
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=Path, help="keep and reuse each case's outcome here")
@@ -181,6 +242,11 @@ def main() -> int:
     parser.add_argument("--repo", action="append", help="only this project's cases (repeatable)")
     parser.add_argument("--limit", type=int, default=0, help="at most N cases")
     parser.add_argument("--cached-only", action="store_true", help="report --runs, run nothing")
+    parser.add_argument(
+        "--control",
+        action="store_true",
+        help="also the fresh-venv control per case (venv_control.py) and its tables",
+    )
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args()
     cases = json.loads(REPRODUCE_CORPUS.read_text())
@@ -200,6 +266,16 @@ def main() -> int:
             print(f"SKIP {case['repo']} {case['fix'][:12]}: no mirror or not run", file=sys.stderr)
             continue
         record = judge(case, harnesses, args.runs)
+        if args.control:
+            venv = cached_control(case, args.runs)
+            record |= {
+                "venv_reproduced": venv["venv_reproduced"],
+                "venv_why": venv.get("why", ""),
+                "venv_pytest": venv.get("pytest", ""),
+            }
+            if args.verbose:
+                why = str(venv.get("why", ""))[:150]
+                print(f"      venv reproduces: {venv['venv_reproduced']} {why}", file=sys.stderr)
         results.append(record)
         if args.verbose:
             what = (
@@ -216,6 +292,10 @@ def main() -> int:
     print("\n".join(table(results)))
     print(f"{len(results)} cases in {time.monotonic() - started:.0f} s\n")
     print("\n".join(failures(results)))
+    if args.control:
+        print("\n## Control: a fresh venv with the case's pins\n")
+        print("\n".join(control_table(results)))
+        print("\n".join(control_gaps(results)))
     return 0
 
 
