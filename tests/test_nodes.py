@@ -155,3 +155,18 @@ def test_harness_explain_says_which_node_and_why(make_repo: Any) -> None:
     assert choice["harness"] == "node", choice
     assert choice["node"] == "Node 20: package.json's volta.node names 20"
     assert choice["nodes"] == ["12", "18", "20"]
+
+
+@pytest.mark.parametrize("flag", ["--node", "--python"])
+def test_harness_build_refuses_a_version_it_cannot_read_with_a_clear_error(flag: str) -> None:
+    """Bad input: exit 2 and one line, not a crash log."""
+    harness = "node" if flag == "--node" else "python"
+    done = subprocess.run(
+        [sys.executable, "-m", "patchheal", "harness", "build", harness, flag, "abc"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"{flag} 'abc' is not a version like" in done.stderr, done.stderr
+    assert "unexpected error" not in done.stderr

@@ -79,17 +79,22 @@ def build(
     """Build NAME's image if it is missing (offline when no registry answers)."""
     import time
 
+    from patchheal.errors import SpecError
     from patchheal.harness import containers, images, nodes, pythons, runtimes
     from patchheal.harness.definitions import load_harness
 
     defn = load_harness(name, repo)
     if defn.kind == "compose" and defn.compose is not None:
         defn = load_harness(defn.compose.base, repo)
-    if python is not None:
-        defn = pythons.with_python(defn, pythons.minor(python) or python, f"--python {python}")
-    if node is not None:
-        wanted = nodes.NODE.parse(node) or node
-        defn = runtimes.with_version(nodes.NODE, defn, wanted, f"--node {node}")
+    for runtime, given in ((pythons.PYTHON, python), (nodes.NODE, node)):
+        if given is None:
+            continue
+        version = runtime.parse(given)
+        if version is None:  # bad input: a clear error (exit 2), not a crash in nearest()
+            raise SpecError(
+                f"--{runtime.field} {given!r} is not a version like {runtime.example!r}"
+            )
+        defn = runtimes.with_version(runtime, defn, version, f"--{runtime.field} {given}")
     client = containers.engine()
     started = time.monotonic()
     with _progress(f"build {defn.name}") as progress:
