@@ -32,7 +32,7 @@ Python, runner and project, the cases the venv reproduces and how many of those 
 harness reproduced and judged right, and the cases on which the two differ, with why.
 
 Run: python benchmarks/bench_reproduce.py [--runs DIR] [--python 3.9] [--repo OWNER/NAME]
-     [--limit N] [--cached-only] [--control] [-v]
+     [--fix SHA] [--limit N] [--cached-only] [--control] [-v]
 (`--runs DIR` keeps each case's outcome there and reuses it on the next call:
 an interrupted run resumes.)
 """
@@ -240,6 +240,9 @@ def main() -> int:
     parser.add_argument("--runs", type=Path, help="keep and reuse each case's outcome here")
     parser.add_argument("--python", action="append", help="only this Python's cases (repeatable)")
     parser.add_argument("--repo", action="append", help="only this project's cases (repeatable)")
+    parser.add_argument(
+        "--fix", action="append", help="only the case whose fix commit starts so (repeatable)"
+    )
     parser.add_argument("--limit", type=int, default=0, help="at most N cases")
     parser.add_argument("--cached-only", action="store_true", help="report --runs, run nothing")
     parser.add_argument(
@@ -254,6 +257,8 @@ def main() -> int:
         cases = [c for c in cases if c["python"] in args.python]
     if args.repo:
         cases = [c for c in cases if c["repo"] in args.repo]
+    if args.fix:
+        cases = [c for c in cases if str(c["fix"]).startswith(tuple(args.fix))]
     cases = cases[: args.limit or None]
     if args.runs is not None:
         args.runs.mkdir(parents=True, exist_ok=True)

@@ -157,6 +157,63 @@ def test_a_code_bug_is_not_overruled_by_noise_elsewhere_in_the_log() -> None:
     assert classify(analyze(killed), killed).failure_class is FailureClass.INFRA_ISSUE
 
 
+# pytest's report of a test that consumed an infinite iterator under a data limit
+# (`ulimit -d`, as the sandbox's `process_memory` sets): a real run's output.
+_RUNAWAY_TEST = """\
+F.                                                                       [100%]
+=================================== FAILURES ===================================
+_____________________________ test_infinite_input ______________________________
+
+    def test_infinite_input():
+>       assert take_all(itertools.count())[:3] == [0, 1, 2]
+
+test_runaway.py:9:
+_ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _
+
+iterable = count(6818908)
+
+    def take_all(iterable):
+>       return list(iterable)
+E       MemoryError
+
+test_runaway.py:5: MemoryError
+=========================== short test summary info ============================
+FAILED test_runaway.py::test_infinite_input - MemoryError
+1 failed, 1 passed in 0.96s
+"""
+
+
+def test_a_memory_error_a_named_test_raised_is_the_codes() -> None:
+    """The runner survived and names the test: the test's own allocation ran out."""
+    got = _one(_RUNAWAY_TEST, exit_code=1)
+    assert got.failure_class is FailureClass.CODE_BUG
+    assert got.retryable
+    assert "test_runaway.py::test_infinite_input" in got.evidence[0]
+    assert _one(_RUNAWAY_TEST).failure_class is FailureClass.CODE_BUG  # a CI log: no exit code
+
+
+@pytest.mark.parametrize(
+    ("log", "signals"),
+    [
+        (_RUNAWAY_TEST, {"exit_code": 137}),  # the runner was killed after all
+        (_RUNAWAY_TEST, {"exit_code": 1, "oom_killed": True}),
+        (_RUNAWAY_TEST + "bash: line 1: 4242 Killed  python -m pytest\n", {"exit_code": 1}),
+        (  # no test named: a script, a build step
+            "Traceback (most recent call last):\n"
+            '  File "/w/etl/load.py", line 8, in main\n'
+            "    rows = list(reader)\n"
+            "MemoryError\n",
+            {"exit_code": 1},
+        ),
+        ("ERROR: Could not install packages: MemoryError\n", {"exit_code": 1}),
+    ],
+)
+def test_a_memory_error_without_a_surviving_named_test_stays_a_resource_problem(
+    log: str, signals: dict[str, object]
+) -> None:
+    assert _one(log, **signals).failure_class is FailureClass.INFRA_ISSUE
+
+
 def test_evidence_keeps_whole_function_names() -> None:
     """Regression: evidence lines ended `in mea` for `mean` (a character-set strip)."""
     log = (

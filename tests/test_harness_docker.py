@@ -144,17 +144,69 @@ def test_wall_timeout_kills_a_chatty_step(harness: DockerHarness, tree: Path) ->
 
 
 def test_oom_kill_is_reported(python_image: str, python_def: HarnessDef, tree: Path) -> None:
-    small = python_def.model_copy(
-        update={"sandbox": python_def.sandbox.model_copy(update={"memory": "64m"})}
-    )
+    """Without the per-process limit, the cgroup's OOM kill is what stops a runaway step.
+    (192m, not less: the harness's venv, made on first use under the same limit, needs
+    about 100m for ensurepip; at 64m this test failed whenever it ran first.)"""
+    small = _sandboxed(python_def, memory="192m", process_memory="off")
     h = DockerHarness(small, job_id=f"oom-{os.getpid()}")
     try:
-        result = run(h, tree, "python3 -c 'x = bytearray(400 * 1024 * 1024); print(len(x))'")
+        result = run(h, tree, "python3 -c 'x = bytearray(600 * 1024 * 1024); print(len(x))'")
     finally:
         h.close()
     assert result.oom_killed
     assert result.exit_code == 137
     assert not result.passed
+
+
+def _sandboxed(defn: HarnessDef, **sandbox: str) -> HarnessDef:
+    return defn.model_copy(update={"sandbox": defn.sandbox.model_copy(update=sandbox)})
+
+
+_RUNAWAY_TESTS = """\
+import itertools
+
+
+def take_all(iterable):
+    return list(iterable)  # the bug: an infinite input is consumed without end
+
+
+def test_infinite_input():
+    assert take_all(itertools.count())[:3] == [0, 1, 2]
+
+
+def test_finite_input():
+    assert take_all(range(3)) == [0, 1, 2]
+"""
+
+
+def test_a_runaway_test_fails_in_its_process_and_is_a_code_bug(
+    python_image: str, python_def: HarnessDef, tree: Path
+) -> None:
+    """A test that allocates without end raises MemoryError under its process's data limit
+    (7/8 of the container's memory): the runner survives, names the test, runs the others,
+    and the failure is the code's to patch, as in a plain venv on a CI runner."""
+    from patchheal.failure.analysis import analyze
+    from patchheal.failure.classify import classify
+    from patchheal.harness.sandbox import size_bytes
+
+    (tree / "test_runaway.py").write_text(_RUNAWAY_TESTS)
+    h = DockerHarness(_sandboxed(python_def, memory="256m"), job_id=f"runaway-{os.getpid()}")
+    try:
+        limit = run(
+            h, tree, "python3 -c 'import resource; print(resource.getrlimit(resource.RLIMIT_DATA))'"
+        )
+        result = run(h, tree, "python3 -m pytest -q -p no:cacheprovider test_runaway.py")
+    finally:
+        h.close()
+    share = size_bytes("256m") * 7 // 8
+    assert f"({share}, {share})" in limit.output
+    assert not result.oom_killed, result.output[-2000:]
+    assert result.exit_code == 1, result.output[-2000:]
+    assert "MemoryError" in result.output
+    assert "1 failed, 1 passed" in result.output
+    verdict = classify(analyze(result.output), result.output, exit_code=result.exit_code)
+    assert verdict.failure_class.value == "code_bug", verdict
+    assert any("test_infinite_input" in line for line in verdict.evidence)
 
 
 def test_container_gone_after_success_failure_and_interrupt(

@@ -68,6 +68,7 @@ def test_repo_harnesses_hide_bundled_ones_and_load_by_path(tmp_path: Path) -> No
         ("kind = 'compose'\n", "needs a \\[compose\\] table"),
         ("[sandbox]\nuser = 'root'\n", "sandbox.user"),
         ("[sandbox]\nmemory = 'lots'\n", "sandbox.memory"),
+        ("[sandbox]\nprocess_memory = 'most'\n", "sandbox.process_memory"),
         ("[image]\ndockerfile = 'Missing'\n", "is not in"),
         ("name = 'Bad Name'\n[image]\npackages = ['x']\n", "name"),
         ("[image\n", "not valid TOML"),
@@ -162,3 +163,17 @@ def test_a_refused_harness_run_leaves_no_workspace(tmp_path: Path) -> None:
         assert "Traceback" not in done.stderr
         left = sorted(p.name for p in root.glob("harness-run-*")) if root.is_dir() else []
         assert left == [], (extra, left)
+
+
+def test_process_memory_is_a_share_of_memory_a_size_or_off() -> None:
+    from patchheal.harness.config import SandboxSpec
+    from patchheal.harness.sandbox import process_limits
+
+    def data_limit(**sandbox: str) -> int | None:
+        limits = process_limits(SandboxSpec(**sandbox))  # type: ignore[arg-type]
+        return limits[0]["Soft"] if limits else None
+
+    assert data_limit(memory="2g") == 2 * 1024**3 * 7 // 8
+    assert data_limit(memory="2g", process_memory="1g") == 1024**3
+    assert data_limit(memory="512m", process_memory="4g") == 512 * 1024**2  # never above memory
+    assert data_limit(memory="2g", process_memory="off") is None

@@ -47,14 +47,19 @@ def _rule(
     return Rule(name, cls, retryable, re.compile(pattern), strong)
 
 
+# Something outside the process stopped it for memory (the kernel, the engine, a shell's
+# report of a SIGKILL), as opposed to an allocation failing inside it (MemoryError).
+_KILLED_FOR_MEMORY = (
+    r"\bOOMKilled\b|(?i:out of memory)|Cannot allocate memory|oom-kill"
+    r"|Killed process \d+|exit (?:code|status) 137\b|\bsignal 9\b|SIGKILL|(?:^|\s)Killed\b"
+)
 _DATA_FILE = r"[\w./<>-]*\.(?:csv|tsv|json|jsonl|parquet|xlsx?|xml|ya?ml|db|sqlite3?|pkl|pickle|npy|npz|h5|avro|orc|txt|gz|zip)\b"  # noqa: E501
 RULES: tuple[Rule, ...] = (
     _rule(
         "out of memory",
         C.INFRA_ISSUE,
         False,
-        r"\bOOMKilled\b|(?i:out of memory)|Cannot allocate memory|\bMemoryError\b|oom-kill"
-        r"|Killed process \d+|exit (?:code|status) 137\b|\bsignal 9\b|SIGKILL|(?:^|\s)Killed\b",
+        rf"\bMemoryError\b|{_KILLED_FOR_MEMORY}",
         strong=True,
     ),
     _rule(
@@ -252,6 +257,30 @@ def _tool_actions(text: str) -> tuple[str, ...]:
     return setup_advice.tool_missing(tool) if tool else ()
 
 
+def _memory_error_in_test(failure: Failure, tail: str, exit_code: int | None) -> list[str]:
+    """Evidence that a named test itself ran out of memory, or nothing.
+
+    A `MemoryError` that a test raised and the runner reported, the runner alive to
+    report it, is the test's own allocation failing under its process's data limit
+    (the sandbox's `process_memory`): the rest of the step ran in the same memory, so
+    the code under test is what asks for too much (it consumes an infinite iterator,
+    say), and a patch can help. Without a named test, or when the step was killed, it
+    stays a resource problem (the "out of memory" rule).
+    """
+    if failure.error_type.rpartition(".")[2] != "MemoryError" or not failure.failing_tests:
+        return []
+    if exit_code is not None and not 0 < exit_code < 128:
+        return []  # killed by a signal (137: SIGKILL), or it did not fail at all
+    if re.search(_KILLED_FOR_MEMORY, tail, re.MULTILINE):
+        return []
+    first = failure.failing_tests[0]
+    return [
+        f"MemoryError raised inside test {first}; the runner survived and reported it",
+        "the test's own allocation exceeded its process's memory, not the machine's",
+        *(f"in-project frame {f.file}:{f.line}" for f in failure.project_frames[-2:]),
+    ]
+
+
 def classify(
     failure: Failure,
     log: str,
@@ -266,6 +295,9 @@ def classify(
         return _make(C.INFRA_ISSUE, False, ["the container was OOM-killed"])
     own = "\n".join((failure.error_type, failure.message, failure.summary))
     tail = "\n".join(clean(log[-256 * 1024 :]).split("\n")[-TAIL_LINES:])
+    exhausted = _memory_error_in_test(failure, tail, exit_code)
+    if exhausted:
+        return _make(C.CODE_BUG, True, exhausted, _reproduce_alone(failure))
     missing = _MISSING_MODULE.search(own) or _MISSING_MODULE.search(tail)
     if missing:
         name = missing["py"] or missing["js"]

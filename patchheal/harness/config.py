@@ -73,6 +73,12 @@ class SandboxSpec(_Def):
     workdir: str = Field("/workspace", description="where the worktree is mounted")
     cpus: float = Field(2.0, gt=0, description="CPU limit (cores)")
     memory: str = Field("2g", description="memory limit, e.g. '512m', '2g' (no swap beyond it)")
+    process_memory: str = Field(
+        "auto",
+        description="one process's data limit (RLIMIT_DATA): 'auto' (7/8 of `memory`), a size, "
+        "or 'off'; a runaway allocation then fails inside its process (MemoryError, ENOMEM) "
+        "where the test that made it is named, instead of an OOM kill of the whole step",
+    )
     pids: int = Field(1024, ge=16, description="process/thread limit")
     read_only: bool = Field(True, description="read-only root filesystem (tmpfs on /tmp)")
     tmpfs_size: str = Field("1g", description="size of the /tmp tmpfs")
@@ -94,6 +100,13 @@ class SandboxSpec(_Def):
     def _size_form(cls, value: str) -> str:
         if not _SIZE.match(value):
             raise ValueError(f"{value!r} is not a size like '512m' or '2g'")
+        return value
+
+    @field_validator("process_memory")
+    @classmethod
+    def _process_memory_form(cls, value: str) -> str:
+        if value not in ("auto", "off") and not _SIZE.match(value):
+            raise ValueError(f"{value!r} is not 'auto', 'off' or a size like '1536m'")
         return value
 
     @field_validator("workdir")

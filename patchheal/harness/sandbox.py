@@ -17,7 +17,7 @@ from typing import Any
 
 from patchheal.harness import gitmeta
 from patchheal.harness.base import DETERMINISTIC_ENV
-from patchheal.harness.config import HarnessDef
+from patchheal.harness.config import HarnessDef, SandboxSpec
 from patchheal.harness.rootfs import SANDBOX_UID
 
 VENV = "/opt/patchheal/venv"
@@ -33,6 +33,29 @@ def size_bytes(text: str) -> int:
     if unit in _UNITS:
         return int(float(text[:-1]) * _UNITS[unit])
     return int(float(text))
+
+
+def process_limits(box: SandboxSpec) -> list[Any]:
+    """The step's per-process rlimits: a data limit below the container's memory.
+
+    The cgroup limit alone turns a test that allocates without end (it consumes an
+    infinite iterator, say) into an OOM kill of the whole step: no test is named, the
+    failure reads as infrastructure and is never patched, where a plain venv on a CI
+    runner raises `MemoryError` in that test. RLIMIT_DATA counts a process's private
+    writable memory, not the address space it only reserves (V8's and the JVM's
+    PROT_NONE reservations, thread stacks), so runtimes that reserve much and use little
+    still start; RLIMIT_AS would break them.
+    """
+    from docker.types import Ulimit
+
+    if box.process_memory == "off":
+        return []
+    limit = (
+        size_bytes(box.memory) * 7 // 8
+        if box.process_memory == "auto"
+        else min(size_bytes(box.process_memory), size_bytes(box.memory))
+    )
+    return [Ulimit(name="data", soft=limit, hard=limit)]
 
 
 def resolve_user(defn: HarnessDef, worktree: Path) -> str:
@@ -206,6 +229,7 @@ def step_container_kwargs(
         "mem_limit": memory,
         "memswap_limit": memory,
         "pids_limit": box.pids,
+        "ulimits": process_limits(box),
         "cap_drop": ["ALL"],
         "security_opt": ["no-new-privileges"],
         "init": True,
