@@ -57,14 +57,38 @@ def test_pip_install_commands_are_found(command: str, args: list[list[str]]) -> 
 
 def test_local_projects_expand_to_their_static_requirements(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text(
-        '[build-system]\nrequires = ["hatchling"]\n[project]\nname = "x"\nversion = "1"\n'
+        '[build-system]\nrequires = ["hatchling"]\nbuild-backend = "hatchling.build"\n'
+        '[project]\nname = "x"\nversion = "1"\n'
         'dependencies = ["attrs>=22"]\n[project.optional-dependencies]\ntest = ["pytest>=7"]\n'
     )
     install = ["-U", "-e", ".[test]", "--user", "-r", "req.txt"]
     args = wheelhouse.download_args(install, tmp_path)
     assert args == ["attrs>=22", "pytest>=7", "-r", "req.txt"]
-    # Build requirements are downloaded apart (transitively, whatever the install's flags).
-    assert wheelhouse.build_requirements(install, tmp_path) == ["hatchling"]
+    # Build requirements are downloaded apart (transitively, whatever the install's flags),
+    # with what the backend's editable hook asks for at build time.
+    assert wheelhouse.build_requirements(install, tmp_path) == ["hatchling", "editables"]
+
+
+@pytest.mark.parametrize(
+    ("build_system", "expected"),
+    [
+        # setuptools before 70.1 asks for wheel from its build hooks, named or not.
+        (
+            'requires = ["setuptools==69.5.1", "setuptools-scm==8.0.4"]\n'
+            'build-backend = "setuptools.build_meta"',
+            ["setuptools==69.5.1", "setuptools-scm==8.0.4", "wheel"],
+        ),
+        ('requires = ["setuptools>=61", "wheel"]', ["setuptools>=61", "wheel"]),  # legacy
+        ('requires = ["flit_core>=3.4"]\nbuild-backend = "flit_core.buildapi"', ["flit_core>=3.4"]),
+        (None, ["setuptools>=40.8.0", "wheel"]),  # no pyproject.toml
+    ],
+)
+def test_build_requirements_add_what_the_backends_hooks_ask_for(
+    tmp_path: Path, build_system: str | None, expected: list[str]
+) -> None:
+    if build_system is not None:
+        (tmp_path / "pyproject.toml").write_text(f"[build-system]\n{build_system}\n")
+    assert wheelhouse.build_requirements(["-e", "."], tmp_path) == expected
 
 
 def test_a_file_the_image_ships_is_read_from_the_harness_folder_on_the_host(

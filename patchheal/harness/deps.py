@@ -62,6 +62,28 @@ for dist in md.distributions():
             out.write(text)
         os.chmod(target, 0o755)
 """
+# A legacy editable install (`setup.py develop`: a setup.py project without PEP 660,
+# pip's fallback) writes the project's metadata, `NAME.egg-info`, into the source tree,
+# here the export that setup ran over, and puts that tree on sys.path. Steps run over
+# another worktree, which has no egg-info: the project imports but
+# `importlib.metadata.version(NAME)`, its entry points (plugins found by group) and
+# `pkg_resources.require` fail, where its CI, which installs in the tree it tests, has
+# them. Every egg-info directory on a sys.path entry inside the worktree is copied into
+# the venv's site-packages, where the step finds it.
+EDITABLE_METADATA = """
+import os, shutil, sys, sysconfig
+work = os.path.realpath(sys.argv[1]) + os.sep
+site = sysconfig.get_paths()["purelib"]
+for entry in sys.path[1:]:
+    real = os.path.realpath(entry)
+    if not (real + os.sep).startswith(work) or not os.path.isdir(real):
+        continue
+    for name in sorted(os.listdir(real)):
+        source, target = os.path.join(real, name), os.path.join(site, name)
+        if name.endswith(".egg-info") and os.path.isdir(source) and not os.path.exists(target):
+            shutil.copytree(source, target)
+            print("kept the editable install's metadata in the venv:", name)
+"""
 # A venv pip older than 22.2 (bullseye's 20.3.4) is upgraded from the wheelhouse, where
 # the host put one (`wheelhouse.MODERN_PIP`): CI's setup-python has a recent pip, and
 # editable installs of pyproject-only projects (PEP 660) need one.
@@ -94,7 +116,9 @@ def fingerprint(
 ) -> str:
     """The dependency fingerprint: what, if changed, needs a new install."""
     digest = hashlib.sha256()
-    recipe = [defn.deps.kind, list(defn.setup), list(setup), image_id, user]
+    # patchheal's own part of the setup too: an image made by an older recipe is not reused.
+    own = hashlib.sha256("\0".join((_MODERN_PIP, VENV_SCRIPTS, EDITABLE_METADATA)).encode())
+    recipe = [defn.deps.kind, list(defn.setup), list(setup), image_id, user, own.hexdigest()]
     digest.update(json.dumps(recipe).encode())
     seen: set[Path] = set()
     for pattern in (*DEPENDENCY_GLOBS, *defn.deps.files):
@@ -240,6 +264,10 @@ def _setup_in(
             ) from None
     if defn.deps.kind == "pip":
         run([f"{sandbox.VENV}/bin/python", "-c", VENV_SCRIPTS], "console scripts into the venv")
+        run(
+            [f"{sandbox.VENV}/bin/python", "-c", EDITABLE_METADATA, defn.sandbox.workdir],
+            "editable installs' metadata into the venv",
+        )
     say(f"committing {tag}")
     repository, _, version = tag.partition(":")
     changes = [

@@ -78,6 +78,17 @@ _KEEP_WITH_VALUE = {
     "--trusted-host",
 }
 _DEFAULT_BUILD = ("setuptools>=40.8.0", "wheel")
+# What a backend's `get_requires_for_build_wheel` / `_editable` hooks add at build time
+# to `build-system.requires`, which pip then installs into the isolated build
+# environment (offline: from the wheelhouse). setuptools before 70.1 asks for wheel
+# (its `requires` often omits it since PEP 517's examples did); hatchling and the older
+# pdm backend ask for editables for an editable install. Downloading them regardless
+# costs two small wheels; missing, the setup fails as "No matching distribution".
+_HOOK_REQUIRES: dict[str, tuple[str, ...]] = {
+    "setuptools.build_meta": ("wheel",),
+    "hatchling.build": ("editables",),
+    "pdm.pep517.api": ("editables",),
+}
 MODERN_PIP = "pip>=22.2"
 
 
@@ -269,12 +280,16 @@ def dynamic_projects(args: Sequence[str], worktree: Path) -> list[tuple[Path, li
 
 
 def _build_requires(project: Path) -> list[str]:
-    """`build-system.requires` of a local project (setuptools and wheel when it has none)."""
+    """`build-system.requires` of a local project (setuptools and wheel when it has none),
+    with what its backend's hooks are known to add (`_HOOK_REQUIRES`)."""
     pyproject = project / "pyproject.toml"
     if not pyproject.is_file():
         return list(_DEFAULT_BUILD)
-    data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-    return list(data.get("build-system", {}).get("requires", _DEFAULT_BUILD))
+    system = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("build-system", {})
+    requires = list(system.get("requires", _DEFAULT_BUILD))
+    # No `build-backend`: pip runs setuptools' legacy backend.
+    backend = str(system.get("build-backend", "setuptools.build_meta")).split(":")[0]
+    return requires + [r for r in _HOOK_REQUIRES.get(backend, ()) if r not in requires]
 
 
 def _expand_local(arg: str, worktree: Path, python: str | None = None) -> list[str]:
