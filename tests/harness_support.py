@@ -53,3 +53,13 @@ def python_project(make_repo: Any, extra: dict[str, str] | None = None) -> Path:
         "    assert double(2) == 4\n",
     }
     return make_repo({**files, **(extra or {})})
+
+
+def outcomes_by_id(harness: Any, tree: Path, command: str, *, exit_code: int) -> dict[str, str]:
+    """Run a test command in `harness`; its exit code as given, and the collectors'
+    outcomes by test id, with no error of their own."""
+    result = harness.run(command, tree, timeout=120, idle_timeout=120)
+    assert result.exit_code == exit_code, result.output
+    assert result.tests is not None, result.output
+    assert not result.tests.collector_errors, result.tests.collector_errors
+    return dict(result.tests.outcomes)

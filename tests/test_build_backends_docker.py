@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness_support import engine, python_def, python_image
+from harness_support import engine, outcomes_by_id, python_def, python_image
 
 from patchheal.harness import images
 from patchheal.harness.config import HarnessDef
@@ -139,22 +139,16 @@ def test_a_projects_own_backend_and_pins_install_offline_and_report_by_id(
         assert probe.exit_code == 0, probe.output
         pinned = pins.split("'")[1].split("==")[1]
         assert f"pytest {pinned} shapes {version}" in probe.output, probe.output
-        before = h.run("python -m pytest -q tests", tree, timeout=120, idle_timeout=120)
-        assert before.exit_code == 1, before.output
-        assert before.tests is not None, before.output
-        assert before.tests.outcomes == {
+        before = outcomes_by_id(h, tree, "python -m pytest -q tests", exit_code=1)
+        assert before == {
             "tests/test_rect.py::test_square": "passed",
             "tests/test_rect.py::test_rectangle": "failed",
             "tests/test_rect.py::test_uses_the_plugin": "passed",
-        }, before.output
-        assert not before.tests.collector_errors, before.tests.collector_errors
+        }
         # The fix, in the editable install's own source: the step sees it at once.
         (Path(tree) / "src/shapes/rect.py").write_text(FIXED)
-        after = h.run("python -m pytest -q tests", tree, timeout=120, idle_timeout=120)
-        assert after.exit_code == 0, after.output
-        assert after.tests is not None, after.output
-        assert set(after.tests.outcomes.values()) == {"passed"}, after.tests.outcomes
-        assert not after.tests.collector_errors, after.tests.collector_errors
+        after = outcomes_by_id(h, tree, "python -m pytest -q tests", exit_code=0)
+        assert set(after.values()) == {"passed"}, after
         images.remove_image(h.client, h.run_image(tree))
     finally:
         h.close()

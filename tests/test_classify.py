@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -212,6 +213,66 @@ def test_a_memory_error_without_a_surviving_named_test_stays_a_resource_problem(
     log: str, signals: dict[str, object]
 ) -> None:
     assert _one(log, **signals).failure_class is FailureClass.INFRA_ISSUE
+
+
+# A test that failed with a broken chunked response (requests bd100472443d, pytest 6 on
+# 3.9): pytest's long traceback lists urllib3's source, whose `except SocketTimeout`
+# branch raises ReadTimeoutError('Read timed out.'); that branch never ran.
+_SOURCE_MENTIONS_A_TIMEOUT = """\
+F                                                                        [100%]
+=================================== FAILURES ===================================
+___________________ test_response_content_retains_error ___________________
+
+    def test_response_content_retains_error():
+        try:
+>           content = r.content
+
+tests/test_lowlevel.py:44:
+_ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _
+requests/models.py:836: in content
+    raise self._error
+_ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _
+
+    @contextmanager
+    def _error_catcher(self):
+        try:
+            try:
+                yield
+
+            except SocketTimeout:
+                # FIXME: Ideally we'd like to include the url in the ReadTimeoutError but
+                raise ReadTimeoutError(self._pool, None, 'Read timed out.')
+
+            except BaseSSLError as e:
+                if 'read operation timed out' not in str(e):  # Defensive:
+                    raise
+                raise ReadTimeoutError(self._pool, None, 'Read timed out.')
+
+            except (HTTPException, SocketError) as e:
+>               raise ProtocolError('Connection broken: %r' % e, e)
+E               urllib3.exceptions.ProtocolError: ('Connection broken: IncompleteRead(5 bytes \
+read, 3 more expected)', IncompleteRead(5 bytes read, 3 more expected))
+
+venv/lib/python3.9/site-packages/urllib3/response.py:380: ProtocolError
+=========================== short test summary info ============================
+FAILED tests/test_lowlevel.py::test_response_content_retains_error - urllib3....
+1 failed in 5.75s
+"""
+
+
+def test_source_code_a_traceback_lists_is_not_evidence_of_what_happened() -> None:
+    got = _one(_SOURCE_MENTIONS_A_TIMEOUT, exit_code=1)
+    assert got.failure_class is FailureClass.CODE_BUG, got.evidence
+    assert "ProtocolError" in got.evidence[0]
+    # The same words as the failure's own message still count.
+    timed_out = re.sub(
+        r"(?m)^E .*\n.*\n",
+        "E               urllib3.exceptions.ReadTimeoutError: HTTPConnectionPool(host='x', "
+        "port=80): Read timed out.\n",
+        _SOURCE_MENTIONS_A_TIMEOUT,
+    )
+    assert timed_out != _SOURCE_MENTIONS_A_TIMEOUT
+    assert _one(timed_out, exit_code=1).failure_class is FailureClass.INFRA_ISSUE
 
 
 def test_evidence_keeps_whole_function_names() -> None:

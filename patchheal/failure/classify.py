@@ -257,6 +257,19 @@ def _tool_actions(text: str) -> tuple[str, ...]:
     return setup_advice.tool_missing(tool) if tool else ()
 
 
+# A traceback's listing of source code: pytest's `>` line and the code it indents by four
+# spaces, the standard traceback's code lines under `File "...", line N`.
+_SOURCE_LINE = re.compile(r"^(?:>|    |\t)")
+
+
+def _not_source(summary: str) -> str:
+    """The failure's own words without the source code its traceback lists: a library's
+    code that *handles* a timeout (`raise ReadTimeoutError(..., 'Read timed out.')`, shown
+    by pytest's long traceback of a test that failed for another reason) is no evidence
+    that the step timed out. The `E   ` lines, the locations and the messages stay."""
+    return "\n".join(line for line in summary.split("\n") if not _SOURCE_LINE.match(line))
+
+
 def _memory_error_in_test(failure: Failure, tail: str, exit_code: int | None) -> list[str]:
     """Evidence that a named test itself ran out of memory, or nothing.
 
@@ -293,7 +306,7 @@ def classify(
     """Classify a failure from its parsed form, the log's tail and what the harness saw."""
     if oom_killed:
         return _make(C.INFRA_ISSUE, False, ["the container was OOM-killed"])
-    own = "\n".join((failure.error_type, failure.message, failure.summary))
+    own = "\n".join((failure.error_type, failure.message, _not_source(failure.summary)))
     tail = "\n".join(clean(log[-256 * 1024 :]).split("\n")[-TAIL_LINES:])
     exhausted = _memory_error_in_test(failure, tail, exit_code)
     if exhausted:

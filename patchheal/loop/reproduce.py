@@ -123,7 +123,9 @@ def _setup_failed(step: StepSpec, exc: DependencySetupError) -> Reproduction:
             "Python, a reachable index: PIP_INDEX_URL in [job] env), then heal again.",
         ),
     )
-    return Reproduction(result, judge(result), failure, classification, None, {})
+    # Not the judge's "killed before it exited" (no exit code): the step never started.
+    verdict = Verdict(passed=False, reason="the job's setup failed, so the step never ran")
+    return Reproduction(result, verdict, failure, classification, None, {})
 
 
 def reproduce(

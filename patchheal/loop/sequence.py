@@ -241,10 +241,10 @@ class StepSequence:
     ) -> StepResult:
         failure = step.failure
         fclass = classification.failure_class.value
-        self.say(
-            f"step {step.index}: fingerprint {failure.fingerprint} ({fclass}): "
-            f"{failure.error_type} {first_line(failure.message, 120)}"
-        )
+        message = first_line(failure.message, 120)
+        # A bare `MemoryError` has its type as its message: said once.
+        said = " ".join(dict.fromkeys(p for p in (failure.error_type, message) if p))
+        self.say(f"step {step.index}: fingerprint {failure.fingerprint} ({fclass}): {said}")
         self.events.emit(
             "self_heal.triggered",
             step_id=step.spec.name,
