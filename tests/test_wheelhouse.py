@@ -178,3 +178,63 @@ def test_a_dependency_that_cannot_be_had_is_a_dependency_issue_not_a_code_bug(
     assert summary["attempts"] == []
     report = Path(summary["reports"]["md"]).read_text()
     assert "cannot get nosuch-pkg>=1" in report
+
+
+def _wheel(directory: Path, name: str, requires: list[str]) -> None:
+    """A pure wheel `name-1.0` whose METADATA requires `requires`."""
+    import zipfile
+
+    info = f"{name}-1.0.dist-info"
+    metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n" + "".join(
+        f"Requires-Dist: {r}\n" for r in requires
+    )
+    wheel = "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    with zipfile.ZipFile(directory / f"{name}-1.0-py3-none-any.whl", "w") as archive:
+        archive.writestr(f"{name}/__init__.py", "")
+        archive.writestr(f"{info}/METADATA", metadata)
+        archive.writestr(f"{info}/WHEEL", wheel)
+        archive.writestr(f"{info}/RECORD", "")
+
+
+@pytest.fixture
+def links(tmp_path: Path) -> Iterator[str]:
+    """A find-links page on loopback: wheels whose requirements hold only on old Pythons."""
+    served = tmp_path / "links"
+    served.mkdir()
+    _wheel(
+        served,
+        "top",
+        [
+            'oldonly>=1; python_version < "3.10"',
+            'newonly; python_version >= "3.14"',
+            'winonly; sys_platform == "win32"',
+            'extraonly; extra == "docs"',
+        ],
+    )
+    _wheel(served, "oldonly", ['deeper; python_version < "3.10"'])
+    for name in ("deeper", "newonly", "winonly", "extraonly"):
+        _wheel(served, name, [])
+    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(served))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.skipif(sys.version_info[:2] == (3, 9), reason="the host must not be the target")
+def test_what_only_the_images_python_needs_is_downloaded_too(tmp_path: Path, links: str) -> None:
+    """Regression (issue 26): the host's pip evaluates a dependency's markers for the host's
+    Python whatever `--python-version` says, so pytest 8's `tomli; python_version <
+    "3.11"` never reached a 3.9 wheelhouse from a 3.11 host and the offline setup failed.
+    The closure under the image's markers adds them, transitively; a marker false for the
+    image (a newer Python, Windows, an extra not asked for) adds nothing."""
+    from patchheal.harness.wheelhouse import _download
+
+    house = tmp_path / "house"
+    house.mkdir()
+    said: list[str] = []
+    _download(house, "3.9", [["--no-index", "--find-links", links, "top"]], tmp_path, said.append)
+    names = sorted(p.name.split("-")[0] for p in house.iterdir())
+    assert names == ["deeper", "oldonly", "top"], said
+    assert any("oldonly>=1" in line for line in said), said

@@ -214,15 +214,11 @@ def build_requirements(args: Sequence[str], worktree: Path, python: str | None =
     return [*where, *dict.fromkeys(wanted)]
 
 
-def for_python(requirements: Sequence[str], python: str | None) -> list[str]:
-    """`requirements` whose markers hold for the image's Python `python` ('3.11'), markers
-    dropped: on the host, pip would evaluate them for the host's interpreter instead."""
-    if python is None:
-        return list(requirements)
+def target_environment(python: str) -> dict[str, str]:
+    """PEP 508 marker variables of the image's CPython `python` ('3.9') on Linux."""
     from packaging.markers import default_environment
-    from packaging.requirements import InvalidRequirement, Requirement
 
-    environment: dict[str, str] = {
+    return {
         **{key: str(value) for key, value in default_environment().items()},
         "python_version": python,
         "python_full_version": f"{python}.0",
@@ -232,6 +228,16 @@ def for_python(requirements: Sequence[str], python: str | None) -> list[str]:
         "platform_system": "Linux",
         "os_name": "posix",
     }
+
+
+def for_python(requirements: Sequence[str], python: str | None) -> list[str]:
+    """`requirements` whose markers hold for the image's Python `python` ('3.11'), markers
+    dropped: on the host, pip would evaluate them for the host's interpreter instead."""
+    if python is None:
+        return list(requirements)
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    environment = target_environment(python)
     kept: list[str] = []
     for text in requirements:
         try:
@@ -243,6 +249,46 @@ def for_python(requirements: Sequence[str], python: str | None) -> list[str]:
             requirement.marker = None
             kept.append(str(requirement))
     return kept
+
+
+def only_for_target(metadata_text: str, python: str) -> list[str]:
+    """The requirements of a wheel's METADATA that the image's Python needs and the host's
+    pip left out: their markers hold for `python` but not for the host (`tomli;
+    python_version < "3.11"` of pytest 8, for 3.9 from a 3.11 host). Markers dropped."""
+    from email.parser import HeaderParser
+
+    from packaging.markers import default_environment
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    target = {**target_environment(python), "extra": ""}
+    host = {**{k: str(v) for k, v in default_environment().items()}, "extra": ""}
+    wanted: list[str] = []
+    for text in HeaderParser().parsestr(metadata_text).get_all("Requires-Dist") or []:
+        try:
+            requirement = Requirement(text)
+        except InvalidRequirement:
+            continue
+        marker = requirement.marker
+        if marker is not None and marker.evaluate(target) and not marker.evaluate(host):
+            requirement.marker = None
+            wanted.append(str(requirement))
+    return wanted
+
+
+def _wheel_metadata(wheel: Path) -> str:
+    """A wheel's `*.dist-info/METADATA`, or '' (an sdist, a broken file)."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            names = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+            return archive.read(names[0]).decode("utf-8", "replace") if names else ""
+    except (OSError, zipfile.BadZipFile, KeyError):
+        return ""
+
+
+# pip download's words for each file it resolved: saved now, or found in --dest.
+_RESOLVED_FILE = re.compile(r"^(?:Saved|File was already downloaded) (\S+)$", re.MULTILINE)
 
 
 _LOCAL = re.compile(r"^(\.{1,2}(?:/[^\[]*)?|/[^\[]*)(?:\[([^\]]*)\])?$")
@@ -414,14 +460,48 @@ def _download(house: Path, version: str, wanted: list[list[str]], worktree: Path
                 pip.dropped.clear()
             if not _names_something(args):
                 continue
-            say(f"pip download on the host into {house}: {' '.join(args)}")
-            argv = [sys.executable, "-m", "pip", "download", "--dest", str(house), *target, *args]
-            result = proc.run(argv, cwd=pip.cwd, timeout=1800)
-            if not result.passed:
-                raise DependencySetupError.from_pip(
-                    "pip download for the dependency wheelhouse failed", result.output
-                )
+            seen: set[str] = set()
+            while True:
+                say(f"pip download on the host into {house}: {' '.join(args)}")
+                argv = [sys.executable, "-m", "pip", "download", "--dest", str(house)]
+                result = proc.run([*argv, *target, *args], cwd=pip.cwd, timeout=1800)
+                if not result.passed:
+                    raise DependencySetupError.from_pip(
+                        "pip download for the dependency wheelhouse failed", result.output
+                    )
+                if not target:
+                    break
+                # The host's pip evaluates markers for the host's Python whatever
+                # --python-version says: what only the image's Python needs is added here,
+                # from the metadata of every wheel this download resolved, until nothing is.
+                missing = [
+                    req
+                    for name in _RESOLVED_FILE.findall(result.output)
+                    if name.endswith(".whl")
+                    for req in only_for_target(_wheel_metadata(house / Path(name).name), version)
+                    if req not in seen
+                ]
+                if not missing:
+                    break
+                seen.update(missing)
+                where = [a for i, a in enumerate(args) if _is_location(args, i)]
+                args = [*where, *dict.fromkeys(missing)]
         hostdirs.share_readable(house)
+
+
+def _is_location(args: Sequence[str], index: int) -> bool:
+    """Whether `args[index]` says where to look (an index or links option, or its value) or
+    what is allowed (a constraints file): the requirements the marker closure adds are
+    looked for where the first ones were, under the same constraints."""
+    here = args[index]
+    before = args[index - 1] if index else ""
+    flags = {*_INDEX_FLAGS, "-c", "--constraint"}
+    return (
+        here in flags
+        or before in flags
+        or here in ("--no-index", "--pre")
+        or here.startswith(tuple(f"{flag}=" for flag in _INDEX_FLAGS if flag.startswith("--")))
+    )
 
 
 def _names_something(args: Sequence[str]) -> bool:
