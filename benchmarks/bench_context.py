@@ -98,11 +98,16 @@ def git(git_dir: Path, *args: str) -> str:
     ).stdout
 
 
+_TEST_DATA = re.compile(r"(?:^|/)tests?/")
+
+
 def materialize(
     case: dict[str, object], git_dir: Path, into: Path, *, with_fix: bool = False
 ) -> None:
-    """The parent's tree, the fix's test files over it (and its source files too, when
-    `with_fix`), committed so `git ls-files` works."""
+    """The parent's tree, the fix's test files over it (its `.py` files and whatever it
+    changes under a `test/` or `tests/` directory: a test's data file, such as sqlparse's
+    `tests/files/*.sql`), and its source files too when `with_fix`; committed so
+    `git ls-files` works."""
     parent, fix = str(case["parent"]), str(case["fix"])
     archive = subprocess.run(
         ["git", f"--git-dir={git_dir}", "archive", parent], capture_output=True, check=True
@@ -111,7 +116,9 @@ def materialize(
     changed = git(git_dir, "diff", "--name-only", parent, fix).split()
     fix_files = set(case["fix_files"])  # type: ignore[arg-type]
     for name in changed:
-        if (name in fix_files and not with_fix) or not name.endswith(".py"):
+        if (name in fix_files and not with_fix) or not (
+            name.endswith(".py") or _TEST_DATA.search(name)
+        ):
             continue  # the fix itself stays out: only its tests are laid over
         text = subprocess.run(
             ["git", f"--git-dir={git_dir}", "show", f"{fix}:{name}"], capture_output=True

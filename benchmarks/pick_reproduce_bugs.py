@@ -38,11 +38,31 @@ RUNNER: dict[str, str] = {
     "pyparsing/pyparsing": "unittest",
 }
 SETUP: dict[tuple[str, str], list[str]] = {
-    ("pypa/packaging", "3.9"): ["pip install 'pytest==4.6.11' 'pretend==1.0.9'"],
+    # packaging 16-20 imports pyparsing (and requires six): its install_requires of the era.
+    ("pypa/packaging", "3.9"): [
+        "pip install 'pytest==4.6.11' 'pretend==1.0.9' 'pyparsing==2.4.7' 'six==1.16.0'"
+    ],
     ("pypa/packaging", "3.13"): ["pip install 'pytest==8.3.5' pretend tomli_w"],
     ("pytoolz/toolz", "3.9"): ["pip install 'pytest==5.4.3'"],
     ("benjaminp/six", "3.9"): ["pip install 'pytest==4.6.11'"],
     ("pallets/click", "3.13"): ["pip install 'pytest==8.3.5'"],
+    # requests 2016-2019 (bench_context's cases): its Pipfile's pytest (>=2.8,<4.1; pytest 4
+    # rejects the marks its 2016 tests put on parametrize values) with the pluggy it ran on,
+    # a pytest-mock of that pytest, pytest-httpbin 1.0 (httpbin_ca_bundle), and the
+    # urllib3/chardet/idna that requests 2.16-2.22 all accept (2.16 wants urllib3 < 1.22,
+    # idna < 2.6). importlib-metadata is flask's on Python < 3.10 (httpbin's flask): named
+    # because the wheelhouse's `pip download --python-version 3.9` on a 3.11 host drops that
+    # marked requirement (pip evaluates markers for the host) and the offline install fails.
+    ("psf/requests", "3.9"): [
+        "pip install 'pytest==3.10.1' 'pluggy==0.13.1' 'pytest-mock==1.10.4' "
+        "'pytest-httpbin==1.0.0' 'urllib3==1.21.1' 'chardet==3.0.4' 'idna==2.5' certifi "
+        "trustme PySocks importlib-metadata"
+    ],
+    # tabulate's tests imported nose.tools until 2019 (its tox ran nosetests); later pytest
+    # alone, wcwidth for the wide-character tests (its `widechars` extra).
+    ("astanin/python-tabulate", "3.9"): ["pip install 'nose==1.3.7' wcwidth"],
+    ("astanin/python-tabulate", "3.11"): ["pip install wcwidth"],
+    ("astanin/python-tabulate", "3.13"): ["pip install wcwidth"],
     ("Python-Markdown/markdown", "3.9"): ["pip install 'PyYAML==5.4.1'"],
     ("Python-Markdown/markdown", "3.13"): ["pip install PyYAML"],
 }
@@ -56,6 +76,13 @@ def runner_of(repo: str, tests: list[str]) -> str:
 
 
 _CLASS = re.compile(r"^class (\w+)")
+_COLLECTED = re.compile(r"(?:^|/)(?:test_[^/]*|[^/]*_test)\.py$")
+
+
+def collected(tests: list[str]) -> bool:
+    """Whether any added test is in a file pytest collects (`test_*.py`, `*_test.py`): a test
+    added to a mixin in `tests/__init__.py` (cachetools) runs only through other files."""
+    return any(_COLLECTED.search(test.partition("::")[0]) for test in tests)
 
 
 def qualified(git_dir: Path, fix: str, test: str) -> str:
@@ -139,14 +166,15 @@ def from_context(per_repo: int, until_39: str, write: bool, pin: str = "") -> in
         if pin and date >= until_39:
             continue
         seen[repo] = seen.get(repo, 0) + 1
+        python = "3.9" if date < until_39 else "3.11"
         build, layout = build_system(git_dir, str(case["parent"]))
         picks.append(
             {
                 **{k: v for k, v in case.items() if k != "set"},
                 "tests": added_tests(git_dir, case),
-                "python": "3.9" if date < until_39 else "3.11",
+                "python": python,
                 "runner": "pytest",
-                "setup": CONTEXT_SETUP[repo] + ([pin] if pin else []),
+                "setup": SETUP.get((repo, python), CONTEXT_SETUP[repo]) + ([pin] if pin else []),
                 "build": build,
                 "layout": layout,
             }
@@ -184,6 +212,8 @@ def main() -> int:
         fix = str(case["fix"])
         build, layout = build_system(git_dir, str(case["parent"]))
         tests = added_tests(git_dir, case)
+        if not collected(tests):
+            continue
         found.append(
             {
                 "repo": args.repo,

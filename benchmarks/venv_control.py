@@ -13,10 +13,11 @@ reproduces": the goal of the harness is every case the venv reproduces.
 
 A case whose setup pins no pytest gets the image's pytest (6.0.2 on 3.9, 7.2.1 on 3.11,
 8.3.5 on 3.13) when the wheelhouse has it, else the wheelhouse's nearest newer one that installs
-offline, else its nearest older one (Debian's 6.0.2 and 7.2.1 are never downloaded: 8.4.2
-on 3.11, 5.4.3 on 3.9, whose wheelhouse lacks pytest 8's tomli); the version installed is
-recorded. The tests run under a 2 GiB address-space limit (the harness's sandbox has 2g
-of memory) and a 300 s timeout. Venvs are kept per (Python, setup)
+offline, else its nearest older one (8.4.2 on 3.11, 5.4.3 on 3.9, whose wheelhouse lacks
+pytest 8's tomli); a wheelhouse with no pytest at all first gets the image's version
+downloaded from PyPI by patchheal's downloader. The version installed is recorded. The
+tests run under a 2 GiB address-space limit (the harness's sandbox has 2g of memory) and a
+300 s timeout. Venvs are kept per (Python, setup)
 under `VENV_ROOT`; a setup's `pip install -e .` runs per case in the case's tree.
 """
 
@@ -41,6 +42,9 @@ from bench_context import _config_aside, materialize, mirror
 from bench_realfix import _apply_fix
 from bench_realfix import _command as _pytest_command
 from clean_suites import _git
+
+from patchheal.errors import DependencySetupError
+from patchheal.harness.wheelhouse import _download
 
 PYENV = {"3.9": "3.9.18", "3.11": "3.11.7", "3.13": "3.13.0"}
 IMAGE_PYTEST = {"3.9": "6.0.2", "3.11": "7.2.1", "3.13": "8.3.5"}
@@ -104,10 +108,28 @@ def _version(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in re.findall(r"\d+", text)[:3])
 
 
+def _fetch_image_pytest(python: str) -> None:
+    """The image's pytest (PyPI's release of Debian's version) into the wheelhouse, by
+    patchheal's own downloader, when the wheelhouse has no pytest at all: a wheelhouse
+    filled only by cases that pin none (the image has Debian's) would leave the venv
+    without pytest. Best effort: a failed download leaves the wheelhouse as it was."""
+    house = wheelhouse(python)
+    if any(house.glob("pytest-*")):
+        return
+    house.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="venv-control-") as tmp:
+        try:
+            wanted = [[f"pytest=={IMAGE_PYTEST[python]}"]]
+            _download(house, python, wanted, Path(tmp), lambda line: print(line, file=sys.stderr))
+        except DependencySetupError as exc:
+            print(f"image's pytest not downloaded for {python}: {exc}", file=sys.stderr)
+
+
 def _pytests(python: str) -> list[str]:
     """The image's pytest if the wheelhouse has it, else the wheelhouse's ones, the
-    nearest newer first, then the nearest older (Debian's 6.0.2 and 7.2.1 are never
-    downloaded; pytest 8 on 3.9 needs tomli, which the 3.9 wheelhouse lacks)."""
+    nearest newer first, then the nearest older (pytest 8 on 3.9 needs tomli, which the
+    3.9 wheelhouse lacks); a wheelhouse with none gets the image's version downloaded."""
+    _fetch_image_pytest(python)
     image = _version(IMAGE_PYTEST[python])
     found = sorted({_version(w.name.split("-")[1]) for w in wheelhouse(python).glob("pytest-*")})
     ordered = [v for v in found if v >= image] + [v for v in reversed(found) if v < image]
