@@ -50,13 +50,12 @@ SETUP: dict[tuple[str, str], list[str]] = {
     # rejects the marks its 2016 tests put on parametrize values) with the pluggy it ran on,
     # a pytest-mock of that pytest, pytest-httpbin 1.0 (httpbin_ca_bundle), and the
     # urllib3/chardet/idna that requests 2.16-2.22 all accept (2.16 wants urllib3 < 1.22,
-    # idna < 2.6). importlib-metadata is flask's on Python < 3.10 (httpbin's flask): named
-    # because the wheelhouse's `pip download --python-version 3.9` on a 3.11 host drops that
-    # marked requirement (pip evaluates markers for the host) and the offline install fails.
+    # idna < 2.6). (httpbin's flask needs importlib-metadata on Python < 3.10: the
+    # wheelhouse's marker closure brings it from a 3.11 host; named here once, before it did.)
     ("psf/requests", "3.9"): [
         "pip install 'pytest==3.10.1' 'pluggy==0.13.1' 'pytest-mock==1.10.4' "
         "'pytest-httpbin==1.0.0' 'urllib3==1.21.1' 'chardet==3.0.4' 'idna==2.5' certifi "
-        "trustme PySocks importlib-metadata"
+        "trustme PySocks"
     ],
     # tabulate's tests imported nose.tools until 2019 (its tox ran nosetests); later pytest
     # alone, wcwidth for the wide-character tests (its `widechars` extra).
