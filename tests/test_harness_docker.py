@@ -199,7 +199,7 @@ def test_a_runaway_test_fails_in_its_process_and_is_a_code_bug(
     finally:
         h.close()
     share = size_bytes("256m") * 7 // 8
-    assert f"({share}, {share})" in limit.output
+    assert f"({share}, -1)" in limit.output  # soft; the hard limit stays unlimited
     assert not result.oom_killed, result.output[-2000:]
     assert result.exit_code == 1, result.output[-2000:]
     assert "MemoryError" in result.output

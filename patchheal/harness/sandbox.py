@@ -55,7 +55,9 @@ def process_limits(box: SandboxSpec) -> list[Any]:
         if box.process_memory == "auto"
         else min(size_bytes(box.process_memory), size_bytes(box.memory))
     )
-    return [Ulimit(name="data", soft=limit, hard=limit)]
+    # Only the soft limit: a step that sets its own (a test of its MemoryError handling)
+    # may raise it, as under a CI runner's unlimited hard limit; the cgroup still caps.
+    return [Ulimit(name="data", soft=limit, hard=-1)]
 
 
 def resolve_user(defn: HarnessDef, worktree: Path) -> str:
