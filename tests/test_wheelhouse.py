@@ -209,6 +209,8 @@ def links(tmp_path: Path) -> Iterator[str]:
             'newonly; python_version >= "3.14"',
             'winonly; sys_platform == "win32"',
             'extraonly; extra == "docs"',
+            # A direct reference never reaches the host's pip, whatever its marker says.
+            'local @ file:///tmp/nowhere/local-1.0.tar.gz ; python_version < "3.10"',
         ],
     )
     _wheel(served, "oldonly", ['deeper; python_version < "3.10"'])

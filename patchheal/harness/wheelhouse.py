@@ -269,6 +269,8 @@ def only_for_target(metadata_text: str, python: str) -> list[str]:
         except InvalidRequirement:
             continue
         marker = requirement.marker
+        if requirement.url:
+            continue  # a direct reference is no name from an index (hostpip.py): never here
         if marker is not None and marker.evaluate(target) and not marker.evaluate(host):
             requirement.marker = None
             wanted.append(str(requirement))
@@ -485,7 +487,10 @@ def _download(house: Path, version: str, wanted: list[list[str]], worktree: Path
                     break
                 seen.update(missing)
                 where = [a for i, a in enumerate(args) if _is_location(args, i)]
-                args = [*where, *dict.fromkeys(missing)]
+                # Through the host filter like every other argument: names from an index.
+                args = pip.filter([*where, *dict.fromkeys(missing)])
+                if not _names_something(args):
+                    break
         hostdirs.share_readable(house)
 
 
