@@ -13,8 +13,8 @@ reproduces": the goal of the harness is every case the venv reproduces.
 
 A case whose setup pins no pytest gets the image's pytest (6.0.2 on 3.9, 7.2.1 on 3.11,
 8.3.5 on 3.13) when the wheelhouse has it, else the wheelhouse's nearest newer one that installs
-offline, else its nearest older one (8.4.2 on 3.11, 5.4.3 on 3.9, whose wheelhouse lacks
-pytest 8's tomli); a wheelhouse with no pytest at all first gets the image's version
+offline, else its nearest older one (measured 2026-11-26: 6.2.5 on 3.9); a wheelhouse
+with no pytest at all first gets the image's version
 downloaded from PyPI by patchheal's downloader. The version installed is recorded. The
 tests run under a 2 GiB address-space limit (the harness's sandbox has 2g of memory) and a
 300 s timeout. Venvs are kept per (Python, setup)
@@ -127,8 +127,8 @@ def _fetch_image_pytest(python: str) -> None:
 
 def _pytests(python: str) -> list[str]:
     """The image's pytest if the wheelhouse has it, else the wheelhouse's ones, the
-    nearest newer first, then the nearest older (pytest 8 on 3.9 needs tomli, which the
-    3.9 wheelhouse lacks); a wheelhouse with none gets the image's version downloaded."""
+    nearest newer first, then the nearest older; a wheelhouse with none gets the image's
+    version downloaded."""
     _fetch_image_pytest(python)
     image = _version(IMAGE_PYTEST[python])
     found = sorted({_version(w.name.split("-")[1]) for w in wheelhouse(python).glob("pytest-*")})
