@@ -42,7 +42,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import shlex
 import sys
 import time
 from dataclasses import asdict
@@ -54,6 +53,7 @@ from bench_context import mirror, same_test
 from bench_realfix import Judged, judge_case
 from bench_realfix import _command as _pytest_command
 from pick_reproduce_bugs import REPRODUCE_CORPUS
+from runner_commands import module_name, unittest_command
 from venv_control import cached_control
 
 from patchheal.harness.definitions import load_harness
@@ -74,21 +74,10 @@ def runner(case: dict[str, object]) -> str:
     return f"pytest {pins[-1] if pins else IMAGE_PYTEST[str(case['python'])]}"  # the last wins
 
 
-def _module(target: str) -> str:
-    """`tests/test_x.py` -> `tests.test_x`; a unittest id stays as it is."""
-    return target[: -len(".py")].replace("/", ".") if target.endswith(".py") else target
-
-
-def unittest_command(tree: Path, config: list[str], targets: list[str], workdir: str) -> str:
-    """`python -m unittest -v MODULES`, a `src/` layout importable (no pytest configuration)."""
-    env = f'PYTHONPATH="$PYTHONPATH:{workdir}/src" ' if (tree / "src").is_dir() else ""
-    return env + shlex.join(["python", "-m", "unittest", "-v", *map(_module, targets)])
-
-
 def unittest_matches(node_id: str, test: str) -> bool:
     """`pkg.tests.test_x.TestX.test_y` is the corpus's `pkg/tests/test_x.py::TestX::test_y`."""
     file, _, rest = test.partition("::")
-    wanted = ".".join([_module(file), *rest.split("::")])
+    wanted = ".".join([module_name(file), *rest.split("::")])
     return node_id == wanted or node_id.endswith("." + wanted) or same_test(node_id, test)
 
 

@@ -42,6 +42,7 @@ from bench_context import _config_aside, materialize, mirror
 from bench_realfix import _apply_fix
 from bench_realfix import _command as _pytest_command
 from clean_suites import _git
+from runner_commands import unittest_command
 
 from patchheal.errors import DependencySetupError
 from patchheal.harness.wheelhouse import _download
@@ -249,8 +250,6 @@ def control(case: dict[str, object]) -> dict[str, object]:
                 _git(tree, "add", "-A")
                 _git(tree, "commit", "-qm", "configuration aside")
             if runner == "unittest":
-                from bench_reproduce import unittest_command
-
                 command = unittest_command(tree, config, [_dotted(t) for t in tests], str(tree))
             else:
                 command = _pytest_command(tree, config, tests, str(tree))

@@ -114,6 +114,30 @@ def test_no_import_cycles_in_the_package() -> None:
     assert import_cycles(graph) == []
 
 
+def _sibling_imports(directory: Path) -> dict[str, set[str]]:
+    """The import graph of a folder of scripts that import each other by bare name
+    (`benchmarks/`, which puts itself on sys.path), lazy imports included."""
+    names = {path.stem for path in directory.glob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for path in directory.glob("*.py"):
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module in names and not node.level:
+                found.add(node.module)
+            elif isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names if alias.name in names)
+        graph[path.stem] = found - {path.stem}
+    return graph
+
+
+@pytest.mark.parametrize("folder", ["benchmarks", "tests"])
+def test_no_import_cycles_among_the_scripts(folder: str) -> None:
+    """No circle in the repository outside the package either (issue 35)."""
+    directory = PACKAGE.parent / folder
+    assert directory.is_dir(), directory
+    assert import_cycles(_sibling_imports(directory)) == []
+
+
 def test_only_shared_modules_sit_at_the_top() -> None:
     """`ls patchheal/` shows the loop: its parts are packages, not flat modules."""
     top = {p.stem for p in PACKAGE.glob("*.py")}
