@@ -28,7 +28,7 @@ from patchheal.workspace.worktrees import JobWorkspace, worktree_diff
 
 __all__ = ["engine", "python_def", "python_image"]
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow]
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(900)]
 
 PYPROJECT = """\
 [build-system]

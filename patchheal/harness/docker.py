@@ -149,7 +149,8 @@ class DockerHarness:
         """Lay what setup generated in the tree over `worktree` (generated.py)."""
         if image.startswith(f"{deps.DEPS_REPOSITORY}/"):
             if image not in self._generated:
-                self._generated[image] = generated.load(self.client, image)
+                labels = containers.owner_labels(self.job_id, "generated-files")
+                self._generated[image] = generated.load(self.client, image, labels)
             generated.lay_over(worktree, self._generated[image])
 
     def run(

@@ -154,11 +154,14 @@ def store(container: Container, files: list[Generated]) -> None:
     container.put_archive(DIRECTORY, outer.getvalue())
 
 
-def load(client: DockerClient, image: str) -> list[Generated]:
-    """The generated files stored in dependency image `image` (none when it has no archive)."""
+def load(client: DockerClient, image: str, labels: dict[str, str]) -> list[Generated]:
+    """The generated files stored in dependency image `image` (none when it has no archive),
+    read from a container created (never started) with the owner's `labels`."""
     import docker.errors
 
-    container = client.containers.create(image, command=["true"], network_disabled=True)
+    container = client.containers.create(
+        image, command=["true"], network_disabled=True, labels=labels
+    )
     try:
         try:
             stream, _ = container.get_archive(ARCHIVE)
