@@ -4,7 +4,8 @@ A setuptools-scm project (the backend pinned, installed offline from the host's
 wheelhouse) whose repository has a tag `v1.4.2` and three commits after it,
 whose requirements are dynamic (read by its backend in the metadata sandbox,
 which has no git metadata) and whose setup writes `src/shapes/_version.py`
-(`write_to`), which its tests import. In the harness: its version is
+(`write_to`), which its tests import; and the same with hatchling + hatch-vcs
+(`version-file`). In the harness: its version is
 `1.4.3.dev3+g<hash>` as in CI's checkout, the generated file reaches every run,
 and it never enters a candidate's diff, a commit or the published branch.
 """
@@ -45,6 +46,25 @@ dependencies = {file = ["requirements.in"]}
 [tool.setuptools_scm]
 write_to = "src/shapes/_version.py"
 """
+# hatch-vcs calls setuptools-scm without the distribution's name: the unscoped override.
+HATCH_PYPROJECT = """\
+[build-system]
+requires = ["hatchling==1.21.1", "hatch-vcs==0.4.0"]
+build-backend = "hatchling.build"
+
+[project]
+name = "shapes"
+dynamic = ["version"]
+
+[tool.hatch.version]
+source = "vcs"
+
+[tool.hatch.build.hooks.vcs]
+version-file = "src/shapes/_version.py"
+
+[tool.hatch.build.targets.wheel]
+packages = ["src/shapes"]
+"""
 TESTS = (
     "from shapes._version import version\n"
     "from shapes.rect import area\n\n\n"
@@ -63,10 +83,10 @@ def _shared_cache(
     monkeypatch.setenv("PATCHHEAL_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
 
 
-def _tagged_project(make_repo: Any) -> Path:
+def _tagged_project(make_repo: Any, pyproject: str) -> Path:
     repo: Path = make_repo(
         {
-            "pyproject.toml": PYPROJECT,
+            "pyproject.toml": pyproject,
             "requirements.in": "",
             "src/shapes/__init__.py": "",
             "src/shapes/rect.py": "def area(width, height):\n    return width + height\n",
@@ -81,10 +101,13 @@ def _tagged_project(make_repo: Any) -> Path:
     return repo
 
 
+@pytest.mark.parametrize(
+    "pyproject", [PYPROJECT, HATCH_PYPROJECT], ids=["setuptools-scm", "hatch-vcs"]
+)
 def test_version_from_tags_and_the_generated_version_file_reach_the_step_not_the_patch(
-    python_image: str, python_def: HarnessDef, make_repo: Any
+    python_image: str, python_def: HarnessDef, make_repo: Any, pyproject: str
 ) -> None:
-    repo = _tagged_project(make_repo)
+    repo = _tagged_project(make_repo, pyproject)
     short = git(repo, "rev-parse", "--short", "HEAD")
     workspace = JobWorkspace(repo, "main", f"scm-{os.getpid()}-{uuid.uuid4().hex[:6]}")
     workspace.open()
