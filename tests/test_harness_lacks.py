@@ -214,3 +214,15 @@ def test_a_missing_shared_library_is_named(tmp_path: Path) -> None:
     assert got.failure_class is FailureClass.ENV_MISMATCH
     assert "libpatchheal-absent.so.1" in got.evidence[0]
     assert "packages = " in got.next_actions[0]
+
+
+def test_a_bare_file_name_beside_a_mention_of_subprocess_stays_the_projects() -> None:
+    # Hostile: the test's name says subprocess, but the error is the code's own open().
+    log = (
+        "FAILED tests/test_run.py::test_subprocess_settings\n"
+        "    def load():\n>       return open('settings').read()\n"
+        "E   FileNotFoundError: [Errno 2] No such file or directory: 'settings'\n"
+        "src/conf.py:2: FileNotFoundError\n"
+    )
+    got = classify(analyze(log), log)
+    assert got.failure_class is not FailureClass.ENV_MISMATCH, got

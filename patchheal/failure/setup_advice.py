@@ -191,7 +191,11 @@ def system_package(what: str, package: str) -> str:
 # A program a test runs through subprocess that is not on the PATH: Python's
 # `FileNotFoundError: [Errno 2] No such file or directory: 'less'` (a bare name, no path).
 _EXEC_MISSING = re.compile(r"No such file or directory: '(?P<tool>[\w+-][\w.+-]*)'")
-_EXEC_CONTEXT = re.compile(r"_execute_child|subprocess|Popen|os\.exec|execvpe?\b|shutil\.which")
+# Where the error came from: subprocess's child-exec frames or its location line
+# (`…/subprocess.py:1950: FileNotFoundError`), not any mention of subprocess in the log.
+_EXEC_CONTEXT = re.compile(
+    r"_execute_child|child_exception_type|\bPopen\b|os\.exec|\bexecvpe?\b|subprocess\.py[:\"]"
+)
 # The error as raised (`E   zoneinfo._common.ZoneInfoNotFoundError: 'No time zone found with
 # key America/Chicago'`, pytz's `UnknownTimeZoneError: 'America/Chicago'`), not the
 # `raise` line of a traceback's source listing.
