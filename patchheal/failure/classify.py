@@ -252,6 +252,18 @@ def _reproduce_alone(failure: Failure) -> tuple[str, ...]:
     )
 
 
+_SYSTEM_LINE = re.compile(
+    r"ZoneInfoNotFoundError|UnknownTimeZoneError|cannot open shared object file"
+    r"|unsupported locale setting|No such file or directory: '[\w+-][\w.+-]*'"
+)
+
+
+def _system_lines(text: str) -> list[str]:
+    """The log's own lines saying what the environment lacks (scrubbed, for the evidence)."""
+    found = [line.strip() for line in text.split("\n") if _SYSTEM_LINE.search(line)]
+    return [normalize_message(scrub(line))[:300] for line in found[:2]]
+
+
 def _tool_actions(text: str) -> tuple[str, ...]:
     tool = setup_advice.tool_not_found(text)
     return setup_advice.tool_missing(tool) if tool else ()
@@ -325,6 +337,16 @@ def classify(
                 [line, f"'{name}' is the project's own ({where}) but nothing installs it"],
                 setup_advice.project_not_importable(name, where, repo_root or "."),
             )
+        made = setup_advice.generated_module(name, repo_root) if repo_root else None
+        if made is not None:
+            # The project's package is there, this module is what its setup makes (a version
+            # file, an extension): the harness lacks the setup's output, every patch fails.
+            return _make(
+                C.ENV_MISMATCH,
+                False,
+                [line, f"'{name}' is absent from the tree: {made}"],
+                setup_advice.generated_missing(name, made, repo_root or "."),
+            )
         if _module_in_project(name, failure, repo_root):
             return _make(C.CODE_BUG, True, [line, f"'{name}' belongs to the project"])
         if _TEST_TOOLS.match(name.split(".")[0]):
@@ -338,6 +360,12 @@ def classify(
     # A parsed exception in the project is its own best evidence: then only strong rules
     # (resources, resolver, runner) may overrule it from elsewhere in the log.
     code_like = bool(failure.error_type and (failure.failing_tests or failure.project_frames))
+    lacking = setup_advice.missing_system_piece(own) or (
+        None if code_like else setup_advice.missing_system_piece(tail)
+    )
+    if lacking is not None:
+        what, actions = lacking
+        return _make(C.ENV_MISMATCH, False, [what, *_system_lines(own + "\n" + tail)], actions)
     for text, strong_only in ((own, False), (tail, code_like)):
         for rule in RULES:
             if strong_only and not rule.strong:

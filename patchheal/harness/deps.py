@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from patchheal.errors import DependencySetupError, HarnessError
-from patchheal.harness import containers, hostdirs, images, sandbox, wheelhouse
+from patchheal.harness import containers, generated, hostdirs, images, sandbox, wheelhouse
 from patchheal.harness.config import HarnessDef
 from patchheal.harness.images import Say
 
@@ -112,13 +112,23 @@ DEPENDENCY_GLOBS = (
 
 
 def fingerprint(
-    worktree: Path, defn: HarnessDef, setup: Sequence[str], image_id: str, user: str
+    worktree: Path,
+    defn: HarnessDef,
+    setup: Sequence[str],
+    image_id: str,
+    user: str,
+    build_env: Mapping[str, str] | None = None,
 ) -> str:
-    """The dependency fingerprint: what, if changed, needs a new install."""
+    """The dependency fingerprint: what, if changed, needs a new install (`build_env`, the
+    version a CI checkout gives git-versioned builds, included: scmversion.py)."""
     digest = hashlib.sha256()
     # patchheal's own part of the setup too: an image made by an older recipe is not reused.
     own = hashlib.sha256("\0".join((_MODERN_PIP, VENV_SCRIPTS, EDITABLE_METADATA)).encode())
-    recipe = [defn.deps.kind, list(defn.setup), list(setup), image_id, user, own.hexdigest()]
+    recipe: list[object] = [defn.deps.kind, list(defn.setup), list(setup), image_id, user]
+    recipe.append(own.hexdigest())
+    # The generated-files capture is part of the recipe: an image without its archive is
+    # not reused.
+    recipe += [sorted((build_env or {}).items()), generated.RECIPE]
     digest.update(json.dumps(recipe).encode())
     seen: set[Path] = set()
     for pattern in (*DEPENDENCY_GLOBS, *defn.deps.files):
@@ -146,19 +156,25 @@ def ensure_env(
     job_id: str,
     say: Say = lambda _msg: None,
     timeout: float = 1800.0,
+    build_env: Mapping[str, str] | None = None,
 ) -> str:
     """The image steps run in: `image` plus the installed dependencies."""
     if not needs_env(defn, setup):
         return image
     image_id = containers.call(client.images.get, image).id
-    tag = f"{DEPS_REPOSITORY}/{defn.name}:{fingerprint(worktree, defn, setup, image_id, user)[:16]}"
+    build_env = dict(build_env or {})
+    key = fingerprint(worktree, defn, setup, image_id, user, build_env)
+    tag = f"{DEPS_REPOSITORY}/{defn.name}:{key[:16]}"
     if images.exists(client, tag):
         return tag
     with images.file_lock(tag.replace("/", "_").replace(":", "_")):
         if images.exists(client, tag):
             return tag
         say(f"installing dependencies into {tag} (once per dependency fingerprint)")
-        _install(client, defn, image, worktree, tag, setup, passthrough, user, job_id, say, timeout)
+        _install(
+            client, defn, image, worktree, tag, setup, passthrough, user, job_id, say, timeout,
+            build_env,
+        )  # fmt: skip
     return tag
 
 
@@ -174,6 +190,7 @@ def _install(
     job_id: str,
     say: Say,
     timeout: float,
+    build_env: dict[str, str],
 ) -> None:
     from docker.types import Mount
 
@@ -183,7 +200,7 @@ def _install(
     mounts = [Mount(defn.sandbox.workdir, str(worktree), type="bind", read_only=False)]
     mounts += [Mount(p, p, type="bind", read_only=True) for p in images.host_mounts(client, image)]
     if offline and defn.deps.kind == "pip":
-        house = wheelhouse.fill(client, defn, image, worktree, commands, say)
+        house = wheelhouse.fill(client, defn, image, worktree, commands, say, build_env)
         mounts.append(Mount(WHEELHOUSE, str(house), type="bind", read_only=True))
         extra = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": WHEELHOUSE}
     if defn.deps.kind == "npm":
@@ -191,9 +208,10 @@ def _install(
         mounts.append(Mount(NPM_CACHE, str(cache), type="bind", read_only=False))
         extra = {"npm_config_cache": NPM_CACHE, "npm_config_offline": str(offline).lower()}
     # The export is a git repository (versions from git): owned by another uid than setup's.
-    env = {**(sandbox.GIT_SAFE_ENV if (worktree / ".git").exists() else {}), **extra}
+    env = {**(sandbox.GIT_SAFE_ENV if (worktree / ".git").exists() else {}), **extra, **build_env}
     env = sandbox.environment(defn, passthrough, env)
     sandbox.make_writable(worktree, user)
+    before = generated.listing(worktree)  # what setup adds to the tree is carried (generated.py)
     purpose = f"setup-{defn.name}"
     labels = containers.owner_labels(job_id, purpose, worktree=str(worktree))
     with containers.created(
@@ -215,7 +233,9 @@ def _install(
         stdin = containers.hold_stdin(container)
         try:
             containers.start(container)
-            _setup_in(container, defn, commands, env, user, tag, say)
+            _setup_in(container, defn, commands, env, user, say)
+            generated.store(container, generated.capture(worktree, before, say))
+            _commit(container, defn, tag, say)
         finally:
             containers.release_stdin(stdin)
 
@@ -226,10 +246,9 @@ def _setup_in(
     commands: Sequence[str],
     env: dict[str, str],
     user: str,
-    tag: str,
     say: Say,
 ) -> None:
-    """Install the dependencies in the running setup container and commit it as `tag`."""
+    """Install the dependencies in the running setup container."""
 
     def say_lines(text: str) -> None:
         # One message per line: a chunk of several lines would get one prefix on a terminal.
@@ -268,6 +287,9 @@ def _setup_in(
             [f"{sandbox.VENV}/bin/python", "-c", EDITABLE_METADATA, defn.sandbox.workdir],
             "editable installs' metadata into the venv",
         )
+
+
+def _commit(container: Container, defn: HarnessDef, tag: str, say: Say) -> None:
     say(f"committing {tag}")
     repository, _, version = tag.partition(":")
     changes = [

@@ -21,7 +21,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from patchheal.harness import containers, deps, images, resultsvolume, sandbox
+from patchheal.harness import (
+    containers,
+    deps,
+    generated,
+    images,
+    resultsvolume,
+    sandbox,
+    scmversion,
+)
 from patchheal.harness.base import OutputSink
 from patchheal.harness.config import HarnessDef
 from patchheal.harness.hostdirs import collectors_source
@@ -56,9 +64,9 @@ class DockerHarness:
         setup_timeout: float = 1800.0,
         repo: Path | None = None,
     ) -> None:
-        # `repo` is part of every harness's constructor (see harness/registry.py); one
-        # container over the worktree reads nothing else of the job's repository.
-        del repo
+        # The job's repository: only its tags are read, for the version a CI checkout
+        # gives git-versioned builds (scmversion.py).
+        self._repo = repo
         self.defn = defn
         self.name = f"docker:{defn.name}"
         self.regression = defn.regression
@@ -70,6 +78,8 @@ class DockerHarness:
         self._setup_timeout = setup_timeout
         self._image: str | None = None
         self._envs: dict[tuple[Path, str], str] = {}
+        self._versions: dict[str, dict[str, str]] = {}
+        self._generated: dict[str, list[generated.Generated]] = {}
         self._boxes: dict[Path, SandboxSession] = {}
         self._sources = CommittedSources()
 
@@ -100,9 +110,10 @@ class DockerHarness:
         # uncommitted edits: a candidate's setup.py or build backend would run
         # as root in setup and its output (a .pth) would be cached in the image.
         source = self._sources.source(worktree)
+        build_env = self._build_env(worktree, source)
         # Cheap to recompute (a few small files), and it notices a lockfile
         # that changed under the same worktree path.
-        key = (worktree, deps.fingerprint(source, self.defn, self._setup, "", user))
+        key = (worktree, deps.fingerprint(source, self.defn, self._setup, "", user, build_env))
         if key not in self._envs:
             self._envs[key] = deps.ensure_env(
                 self.client,
@@ -115,8 +126,32 @@ class DockerHarness:
                 job_id=self.job_id,
                 say=self._say,
                 timeout=self._setup_timeout,
+                build_env=build_env,
             )
+        self._lay_generated(worktree, self._envs[key])
         return self._envs[key]
+
+    def _build_env(self, worktree: Path, source: Path) -> dict[str, str]:
+        """The version overrides a CI checkout's tags give `worktree`'s build (scmversion.py);
+        none without the job's repository or for a commit it does not have."""
+        if self._repo is None or source == worktree:
+            return {}
+        if str(source) not in self._versions:
+            base = scmversion.base_commit(self._repo, worktree)
+            version = scmversion.ci_version(self._repo, base) if base else None
+            env = scmversion.override_env(version, source) if version else {}
+            if version:
+                self._say(f"version from the repository's tags, as CI's checkout: {version}")
+            self._versions[str(source)] = env
+        return self._versions[str(source)]
+
+    def _lay_generated(self, worktree: Path, image: str) -> None:
+        """Lay what setup generated in the tree over `worktree` (generated.py)."""
+        if image.startswith(f"{deps.DEPS_REPOSITORY}/"):
+            if image not in self._generated:
+                labels = containers.owner_labels(self.job_id, "generated-files")
+                self._generated[image] = generated.load(self.client, image, labels)
+            generated.lay_over(worktree, self._generated[image])
 
     def run(
         self,

@@ -15,7 +15,7 @@ import shlex
 import shutil
 import tempfile
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -59,8 +59,15 @@ def dynamic_requirements(
     project: Path,
     wheelhouse: Path,
     extras: Sequence[str],
+    *,
+    build_env: Mapping[str, str] | None = None,
 ) -> list[str]:
-    """The requirements the project's build backend declares, computed in a sandbox."""
+    """The requirements the project's build backend declares, computed in a sandbox.
+
+    `build_env` carries the version a CI checkout would give the backend
+    (scmversion.py): the copy has no git metadata, and a backend reading the
+    version from git would fail on it.
+    """
     with tempfile.TemporaryDirectory(prefix="patchheal-metadata-") as tmp:
         copy = Path(tmp) / "project"
         shutil.copytree(project, copy, symlinks=True, ignore=shutil.ignore_patterns(".git"))
@@ -80,7 +87,7 @@ def dynamic_requirements(
             command=pip,
             worktree=copy,
             user=user,
-            env=sandbox.environment(defn, ()),
+            env=sandbox.environment(defn, (), dict(build_env or {})),
             labels=containers.owner_labels("metadata", purpose),
             host_mounts=images.host_mounts(client, image),
             # At a container path: the host path may be under a home the sandbox user

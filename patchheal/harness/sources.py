@@ -79,6 +79,9 @@ def _as_repository(target: Path, worktree: Path, commit: str) -> None:
     project fails in setup though it installs in CI's checkout. The objects come
     from the job's private repository (the base commit and patchheal's own
     commits, nothing later); the index is the commit's, so the tree is clean.
+    It has no tags: the version CI's checkout gives reaches the tools that
+    honour an override through it (scmversion.py); versioneer, which has none,
+    reads this depth-1 history.
     """
     common = proc.git("rev-parse", "--path-format=absolute", "--git-common-dir", cwd=worktree)
     here = {"GIT_DIR": str(target / ".git"), "GIT_WORK_TREE": str(target)}

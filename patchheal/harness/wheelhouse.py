@@ -20,7 +20,7 @@ import sys
 import tempfile
 import tomllib
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -407,8 +407,10 @@ def fill(
     worktree: Path,
     commands: Sequence[str],
     say: Say,
+    build_env: Mapping[str, str] | None = None,
 ) -> Path:
-    """Download what the pip commands need into the shared wheelhouse; returns its path."""
+    """Download what the pip commands need into the shared wheelhouse; returns its path.
+    `build_env` reaches the project's build backend in the metadata sandbox (scmversion.py)."""
     version = container_python(client, image)
     house = images.cache_dir() / "wheelhouse" / f"cp{version.replace('.', '')}"
     house.mkdir(parents=True, exist_ok=True)
@@ -428,7 +430,9 @@ def fill(
     for args in installs:
         for project, extras in dynamic_projects(args, worktree):
             say(f"reading the dynamic requirements of {project} in a sandbox container")
-            reqs = metadata.dynamic_requirements(client, defn, image, project, house, extras)
+            reqs = metadata.dynamic_requirements(
+                client, defn, image, project, house, extras, build_env=build_env
+            )
             _download(house, version, [reqs], worktree, say)
     return house
 

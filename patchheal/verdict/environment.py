@@ -12,7 +12,14 @@ Environmental, by what the run printed:
 * a test tool is not installed (`No module named pytest`);
 * a module of the project itself, present in the worktree, is not importable
   (the job's environment does not put the project on the path): the README's
-  bare `pytest` outside the environment setup installed into.
+  bare `pytest` outside the environment setup installed into;
+* a module of the project that its setup generates is absent from the
+  worktree (a hatch-vcs version file, an extension built at install:
+  `setup_advice.generated_module`; a misspelt import of the project's own is
+  not, and stays the candidate's);
+* a system file or program the image lacks: a time-zone database, a shared
+  library, a locale, a program a test runs (`No such file or directory: 'less'`
+  from subprocess).
 
 A patch cannot turn this into a green verdict: at most, one that makes its
 step print `command not found` buys itself a verification in a later run
@@ -28,6 +35,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from patchheal.failure import setup_advice
 from patchheal.failure.normalize import clean
 from patchheal.models import CommandResult
 
@@ -56,7 +64,11 @@ def environmental(result: CommandResult, tree: Path) -> str:
                 f"the project's own module {name!r} is in the worktree but not importable: "
                 "the environment does not put the project on the path"
             )
-    return ""
+        made = setup_advice.generated_module(name, tree)
+        if made:
+            return f"the project's module {name!r} is absent from the worktree: {made}"
+    lacking = setup_advice.missing_system_piece(tail)
+    return lacking[0] if lacking else ""
 
 
 def _in_tree(module: str, tree: Path) -> bool:
