@@ -109,10 +109,18 @@ def test_headlines_differ_for_every_stop_reason() -> None:
 def test_requeue_and_class_never_contradict_each_other() -> None:
     """Invariant: the report does not say "retryable" about the class beside "no" for the
     job (the job's requeue flag and the class's patchability are different questions)."""
-    md = render_markdown(job(retryable=False))
+    md = render_markdown(job(status="not_fixed", retryable=False, branch=None))
     assert "retryable" not in md
     assert "| Requeue | no: a rerun of the same job would stop the same way |" in md
     assert "(a code patch may fix it)" in md
+
+
+def test_a_fixed_job_is_not_told_a_rerun_would_stop_the_same_way() -> None:
+    """Invariant: the Requeue wording fits the status (issue 34): a fixed job needs no
+    requeue, and no sentence about a rerun stopping the same way."""
+    for text in (render_markdown(job(retryable=False)), render_html(job(retryable=False))):
+        assert "would stop the same way" not in text
+        assert "no need: the job is fixed" in text
 
 
 def test_fixed_report_prints_the_local_check_and_the_harness_reproduction() -> None:

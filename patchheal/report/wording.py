@@ -111,6 +111,15 @@ def headline(report: JobReport) -> str:
     return STATUS_MEANING[report.status]
 
 
+def requeue(report: JobReport) -> str:
+    """The Requeue row: what a scheduler should do with this job, in words that fit its status."""
+    if report.status == "fixed":
+        return "no need: the job is fixed"
+    if report.retryable:
+        return "yes: an outer scheduler may requeue it with backoff"
+    return "no: a rerun of the same job would stop the same way"
+
+
 # The attempt classes are the loop's words; a reader gets these.
 ATTEMPT_CLASS_MEANING: dict[str, str] = {
     "recovered": "fixed the step",
