@@ -126,16 +126,26 @@ def test_a_fixed_job_is_not_told_a_rerun_would_stop_the_same_way() -> None:
 def test_fixed_report_prints_the_local_check_and_the_harness_reproduction() -> None:
     """Invariant: the printed commands carry the job's setup and variables (without them a
     reproduction fails another way), name the harness as `harness run` takes it, and check
-    out into a private temp dir, never a fixed shared path."""
+    out into a private temp dir, never a fixed shared path, with a venv of its own, both
+    removed by a trap on the subshell's exit (issue 34: the block changed from a bare
+    worktree add that was never removed)."""
     report = job(harness="docker:python", setup=("pip install -e .[test]",), env=("DB_URL",))
     assert check_locally(report) == (
         "patchheal harness run python --repo /srv/repos/calc --ref patchheal/local/ci-4821 "
         "--setup 'pip install -e .[test]' --env DB_URL -- sh -c 'pytest -q tests/test_calc.py'",
-        "tree=$(mktemp -d -t patchheal-check-XXXXXX)",
-        'git -C /srv/repos/calc worktree add "$tree" patchheal/local/ci-4821',
-        'cd "$tree"',
-        "pip install -e .[test]",
-        "pytest -q tests/test_calc.py",
+        "(",
+        "  set -e",
+        "  tree=$(mktemp -d -t patchheal-check-XXXXXX)",
+        "  venv=$(mktemp -d -t patchheal-venv-XXXXXX)",
+        '  trap \'cd /; git -C /srv/repos/calc worktree remove --force "$tree" 2>/dev/null; '
+        'rm -rf "$tree" "$venv"\' EXIT',
+        '  git -C /srv/repos/calc worktree add --quiet --detach "$tree" patchheal/local/ci-4821',
+        '  cd "$tree"',
+        '  python3 -m venv --system-site-packages "$venv"',
+        '  . "$venv/bin/activate"',
+        "  pip install -e .[test]",
+        "  pytest -q tests/test_calc.py",
+        ")",
     )
     assert reproduce_in_harness(report) == (
         "patchheal harness run python --repo /srv/repos/calc "

@@ -358,7 +358,7 @@ class HealLoop:
         return 1
 
     def _publish(self, workspace: JobWorkspace, tree: Path, head: str) -> None:
-        branch = branch_name(self.job_id)
+        branch = self.spec.job.branch or branch_name(self.job_id)
         workspace.publish(head, branch)
         self.state.branch = branch
         # The verify tree is at `head` now; its diff against the base is the whole fix.
