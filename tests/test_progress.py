@@ -135,3 +135,23 @@ def test_harness_build_shows_a_long_wait_and_quiet_hides_it(tmp_path: Path) -> N
     assert quiet.returncode == 0, quiet.stderr
     assert "… waiting " not in quiet.stderr
     assert quiet.stdout.startswith("patchheal/slowbuild:")
+
+
+def test_a_long_progress_line_is_cut_between_words() -> None:
+    """Regression (issue 34): `… newly failing: tests/test_r …` cut a test id mid-word."""
+    from patchheal.loop.step import first_line
+
+    reason = (
+        "the failing step passes but the regression steps got worse: passed before, not now: "
+        "tests/test_rules.py::test_no_discount_below_ten; newly failing: "
+        "tests/test_rules.py::test_no_discount_below_ten"
+    )
+    line = first_line(reason, 160)
+    assert line.endswith(" …")
+    kept = line.removesuffix(" …")
+    assert len(kept) <= 160
+    assert reason.startswith(kept)
+    assert reason[len(kept)] in " ,;:"  # the cut falls between words
+    assert first_line("x" * 300, 160) == "x" * 160 + " …"  # one long word: cut where it must
+    assert first_line("short\nsecond line", 160) == "short …"
+    assert first_line("short", 160) == "short"

@@ -32,10 +32,17 @@ CANDIDATES_PER_ATTEMPT = 4
 
 
 def first_line(text: str, limit: int) -> str:
-    """A progress line stays one line: the first line of `text`, cut at `limit`."""
+    """A progress line stays one line: the first line of `text`, at most `limit` characters,
+    cut between words (a word cut in two reads as another word: `tests/test_r`)."""
     lines = text.strip().splitlines()
     first = lines[0] if lines else ""
-    return first[:limit] + (" …" if len(lines) > 1 or len(first) > limit else "")
+    if len(first) > limit:
+        cut = first[:limit]
+        space = cut.rfind(" ")
+        # One very long word (a path) is cut where it must; anything else at a space.
+        first = (cut[:space] if space > limit // 2 else cut).rstrip(" ,;:")
+        return first + " …"
+    return first + (" …" if len(lines) > 1 else "")
 
 
 @dataclass
