@@ -250,12 +250,12 @@ def _status_actions(report: JobReport) -> list[str]:
     actions: list[str] = []
     if report.status in {"not_fixed", "manual_handoff"} and any(s.attempts for s in report.steps):
         actions.append(
-            "Look at any attempt above as a worktree (its base plus its diff): "
+            "Look at any attempt of the timeline as a worktree (its base plus its diff): "
             "`patchheal worktree open ATTEMPT`."
         )
     if report.status == "manual_handoff":
         actions.append(
-            "Fix it by hand from the timeline above, or raise the job's `[budget]` and "
+            "Fix it by hand from the timeline of attempts, or raise the job's `[budget]` and "
             "continue: `patchheal heal JOB.toml --resume`."
         )
     elif report.status in {"cancelled", "taken_over"}:
