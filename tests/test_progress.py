@@ -155,3 +155,20 @@ def test_a_long_progress_line_is_cut_between_words() -> None:
     assert first_line("x" * 300, 160) == "x" * 160 + " …"  # one long word: cut where it must
     assert first_line("short\nsecond line", 160) == "short …"
     assert first_line("short", 160) == "short"
+
+
+def test_the_waiting_line_is_cut_between_words_or_after_a_folder() -> None:
+    """Regression (issue 34): `… waiting 2 s on pip download on the host into …/wheelhou`."""
+    from patchheal.commands.progress import waiting_on
+
+    message = (
+        "pip download on the host into /tmp/pytest-of-root/pytest-166/home1/.cache/patchheal/"
+        "wheelhouse/cp311: setuptools>=61 wheel"
+    )
+    said = waiting_on(message, "before")
+    assert said == "pip download on the host into /tmp/pytest-of-root/pytest-166/home1/.cache/ …"
+    words = "building the image patchheal-python:3.11 from Debian's packages " * 3
+    assert waiting_on(words, "before").endswith("packages building the …")
+    assert waiting_on("setup: creating venv for python 3.11", "x") == (
+        "the job's setup (venv for python 3.11)"
+    )

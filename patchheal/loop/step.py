@@ -24,6 +24,7 @@ from patchheal.memory.hints import SimilarLimits
 from patchheal.models import AttemptRecord, Candidate, Classification, Outcome, StepEnd
 from patchheal.proposers.base import ProposalRequest, Proposer, StaticProposer
 from patchheal.proposers.config import ProposerConfig
+from patchheal.report.filters import cut_at_word
 
 # Candidates that never reach the harness (rejected, not applicable) do not
 # spend the attempt budget, but a proposer that only produces those is cut
@@ -37,11 +38,7 @@ def first_line(text: str, limit: int) -> str:
     lines = text.strip().splitlines()
     first = lines[0] if lines else ""
     if len(first) > limit:
-        cut = first[:limit]
-        space = cut.rfind(" ")
-        # One very long word (a path) is cut where it must; anything else at a space.
-        first = (cut[:space] if space > limit // 2 else cut).rstrip(" ,;:")
-        return first + " …"
+        return cut_at_word(first, limit)
     return first + (" …" if len(lines) > 1 else "")
 
 
