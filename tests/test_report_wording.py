@@ -184,3 +184,29 @@ def test_candidate_diffs_drop_the_patch_files_header() -> None:
     assert diff_only(patch_file) == DIFF
     md = render_markdown(job(steps=(step(attempts=(attempt(1, Outcome.FIXED, diff=patch_file),)),)))
     assert "Subject: guard mean" not in md
+
+
+def test_the_cause_sites_read_as_evidence() -> None:
+    """Issue 34: each changed function says whether the failing test ran it (traced), or
+    that no trace exists; a file that is not Python is not called "module level"."""
+    from patchheal.report.firstscreen import first_screen, one_line_error
+    from patchheal.report.model import CauseSite
+
+    sites = (
+        CauseSite(file="src/calc.py", function="mean", executed=True),
+        CauseSite(file="src/calc.py", function="Stats.median", executed=False),
+        CauseSite(file="src/calc.py", function="", executed=None),
+        CauseSite(file="web/app.js", function="", executed=None),
+    )
+    report = job(steps=(step(cause_sites=sites),))
+    assert first_screen(report, ()).where == (
+        "`mean` in `src/calc.py`: the failing test executed it at reproduction (traced)",
+        "`Stats.median` in `src/calc.py`: the failing test did not execute it at reproduction "
+        "(traced)",
+        "`src/calc.py` (module level): no trace of the failing test was recorded at reproduction",
+        "`web/app.js` (its functions are not mapped: only Python files are)",
+    )
+    assert one_line_error("AssertionError", "assert 0 == 10\n+  where 0 = f(10)") == (
+        "AssertionError: assert 0 == 10 (where 0 = f(10))"
+    )
+    assert one_line_error("ValueError", "bad\nsecond line") == "ValueError: bad …"

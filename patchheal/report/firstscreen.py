@@ -98,6 +98,9 @@ def _site(site: CauseSite) -> str:
         ran = "the failing test executed it at reproduction (traced)"
     else:
         ran = "the failing test did not execute it at reproduction (traced)"
+    if not site.file.endswith(".py"):
+        # Only Python is read for definitions (evidence/symbols.py); say so, not "module level".
+        return f"`{site.file}` (its functions are not mapped: only Python files are)"
     where = f"`{site.file}` (module level)"
     if site.function:
         where = f"`{site.function}` in `{site.file}`"
