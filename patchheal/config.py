@@ -20,6 +20,12 @@ from patchheal.proposers.config import PatchfilesConfig, ProposerConfig
 
 _JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,255}$")
+# A subset of what `git check-ref-format --branch` takes: parts of safe characters joined by
+# '/', none starting with '.' or ending in '.lock', no '..' (git refuses those).
+_BRANCH_PART = (
+    r"(?!\.)(?![A-Za-z0-9._-]*\.lock(?:/|$))(?![A-Za-z0-9._-]*\.\.)[A-Za-z0-9._-]+(?<!\.)"
+)
+_BRANCH = re.compile(rf"^(?!-){_BRANCH_PART}(?:/{_BRANCH_PART})*$")
 # Upper bounds: a count or a timeout beyond these is a typo, and an unbounded
 # one (flaky_reruns = 1e9) would run for ever instead of being refused.
 _DAY = 86400.0
@@ -103,6 +109,11 @@ class JobSection(_Spec):
         description="opens a pull request for the verified branch when `heal --open-pr` asks: "
         "e.g. 'gh pr create --head {branch} --base {base} --body-file {report}'",
     )
+    branch: str | None = Field(
+        None,
+        max_length=200,
+        description="the branch a verified patch is published to; unset: patchheal/local/<id>",
+    )
 
     @model_validator(mode="after")
     def _workflow_needs_a_job(self) -> JobSection:
@@ -136,6 +147,16 @@ class JobSection(_Spec):
                 rawspec.check_ref(value, "revision")
             except SpecError as exc:
                 raise ValueError(str(exc).removeprefix("revision: ")) from None
+        return value
+
+    @field_validator("branch")
+    @classmethod
+    def _usable_branch(cls, value: str | None) -> str | None:
+        if value is not None and not _BRANCH.match(value):
+            raise ValueError(
+                f"{value[:80]!r} is not a usable branch name (letters, digits, '.', '_', '-' and "
+                "'/' between parts; no part starting with '.' or ending in '.lock', no '..')"
+            )
         return value
 
     @field_validator("env")

@@ -18,12 +18,36 @@ from patchheal.atomic import atomic_write
 from patchheal.errors import BadInput
 from patchheal.scrub.scrubber import Scrubber
 
-# Where state goes unless the command line says otherwise (DESIGN.md, "Where state lives").
-DEFAULT_DB = Path("var/memory/attempts.sqlite3")
-DEFAULT_STATE_DIR = Path("var")
+# The default store's place inside the user's patchheal home (see `user_home`).
+DEFAULT_DB = Path("memory/attempts.sqlite3")
 DEFAULT_REPORTS_DIR = Path("reports")
-# Names the state directory of a store that is not a file (PostgreSQL).
+# The user's patchheal home: the default store and its runs; also names the state
+# directory of a store that is not a file (PostgreSQL).
 HOME_ENV = "PATCHHEAL_HOME"
+DEFAULT_DB_SHOWN = f"${HOME_ENV}/{DEFAULT_DB}, else the user state dir's patchheal/{DEFAULT_DB}"
+
+
+def user_home() -> Path:
+    """Where the user's memory lives unless `--db` says otherwise: $PATCHHEAL_HOME, else
+    the platform's per-user state directory (~/.local/state/patchheal on Linux, following
+    $XDG_STATE_HOME). One place whatever the working directory, so `demo` and a user's own
+    heals share one memory."""
+    home = os.environ.get(HOME_ENV)
+    if home:
+        return Path(home).expanduser()
+    from platformdirs import user_state_dir
+
+    return Path(user_state_dir("patchheal", appauthor=False))
+
+
+def default_db() -> str:
+    """The default store: `memory/attempts.sqlite3` under `user_home()`."""
+    return str(user_home() / DEFAULT_DB)
+
+
+def default_state_dir() -> Path:
+    """The default store's state directory (its runs/): `user_home()`."""
+    return user_home()
 
 
 def sqlite_file(db: str) -> Path | None:
@@ -39,10 +63,10 @@ def sqlite_file(db: str) -> Path | None:
 def state_dir_for(db: str, explicit: str | Path | None = None) -> Path:
     """Where a store's runs (events, attempt logs, checkpoints) live: beside the store.
 
-    The default store `var/memory/attempts.sqlite3` keeps them in `var/runs/`;
-    any other SQLite file `DIR/NAME.sqlite3` in `DIR/NAME-state/runs/`, so a
-    fresh `--db` never sees (and never recovers attempts from) another store's
-    runs. A server store has no folder of its own: `--state-dir` or
+    The default store `<home>/memory/attempts.sqlite3` (any `memory/attempts.sqlite3`)
+    keeps them in `<home>/runs/`; any other SQLite file `DIR/NAME.sqlite3` in
+    `DIR/NAME-state/runs/`, so a fresh `--db` never sees (and never recovers attempts
+    from) another store's runs. A server store has no folder of its own: `--state-dir` or
     $PATCHHEAL_HOME names it.
     """
     if explicit is not None:

@@ -27,6 +27,10 @@ def _git_identity(
         monkeypatch.setenv(name, value)
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("HOME", str(home))
+    # The default store lives in the user's state directory (runs.user_home): a test's
+    # own, never the real user's, whatever the developer's environment sets.
+    monkeypatch.setenv("XDG_STATE_HOME", str(home / ".local" / "state"))
+    monkeypatch.delenv("PATCHHEAL_HOME", raising=False)
     # Keep worktrees and caches of every test inside its own temp area.
     monkeypatch.setenv("PATCHHEAL_WORKTREE_ROOT", str(tmp_path_factory.mktemp("worktrees")))
 

@@ -78,7 +78,9 @@ def test_demo_shows_every_gate_then_memory_on_the_second_run(tmp_path: Path) -> 
     text = report.read_text()
     for outcome in DEMO_OUTCOMES:
         assert outcome in text
-    assert (tmp_path / "var" / "memory" / "attempts.sqlite3").is_file()
+    # The user's one default store, not one under the working directory (issue 34).
+    assert (Path(os.environ["XDG_STATE_HOME"]) / "patchheal/memory/attempts.sqlite3").is_file()
+    assert not (tmp_path / "var").exists()
 
     second = patchheal(*args, cwd=tmp_path)
     assert second.returncode == 0, second.stderr
@@ -211,4 +213,21 @@ def test_each_demo_run_gets_a_private_directory_of_its_own(tmp_path: Path) -> No
     assert workdir.parent == tmp_path.resolve()
     assert workdir.name.startswith("patchheal-demo-")
     assert stat.S_IMODE(workdir.stat().st_mode) == 0o700
+    assert (other / "someone-elses-work.txt").read_text() == "keep me\n"
+    # The next demo removes the finished one's folder (issue 34), never a folder it did
+    # not make, nor one whose demo still runs.
+    live = tmp_path / "patchheal-demo-live"
+    live.mkdir()
+    (live / ".patchheal-demo").write_text(f"{os.getpid()}\n")
+    again = subprocess.run(
+        [sys.executable, "-m", "patchheal", "demo", "--harness", "local",
+         "--db", str(tmp_path / "store.sqlite3"), "--reports", str(tmp_path / "reports")],
+        cwd=tmp_path, env={**os.environ, "TMPDIR": str(tmp_path)},
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert not workdir.exists()
+    assert f"removed 1 earlier demo folder(s): {workdir}" in again.stdout
+    assert "the next demo removes it" in again.stdout
+    assert live.is_dir()
     assert (other / "someone-elses-work.txt").read_text() == "keep me\n"

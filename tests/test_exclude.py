@@ -45,10 +45,11 @@ def _heal_inside(
 def test_heal_from_inside_the_repository_leaves_no_clutter_and_no_git_hints(
     tmp_path: Path,
 ) -> None:
-    """Invariant: `cd repo && patchheal heal` keeps the default store, runs and reports in
-    the working directory (so later commands there find them) without leaving them as
-    untracked files in the repository, and its whole terminal output has no git hint or
-    advice. Candidates: one that does not apply, a wrong fix, the fix."""
+    """Invariant: `cd repo && patchheal heal` keeps the reports in the working directory
+    (so later commands there find them) without leaving them as untracked files in the
+    repository, the default store and runs in the user's state directory (issue 34),
+    and its whole terminal output has no git hint or advice. Candidates: one that does
+    not apply, a wrong fix, the fix."""
     repo = make_calc_repo(tmp_path)
     cands = tmp_path / "candidates"
     cands.mkdir()
@@ -72,8 +73,11 @@ def test_heal_from_inside_the_repository_leaves_no_clutter_and_no_git_hints(
     assert "detached HEAD" not in terminal
     assert "advice." not in terminal
     assert _status(repo) == ""
-    assert (repo / "var" / "memory" / "attempts.sqlite3").is_file()
-    assert (repo / "var" / "runs" / "inside" / "events.jsonl").is_file()
+    # The default store and its runs are the user's, outside any repository (issue 34).
+    assert not (repo / "var").exists()
+    state = Path(os.environ["XDG_STATE_HOME"]) / "patchheal"
+    assert (state / "memory" / "attempts.sqlite3").is_file()
+    assert (state / "runs" / "inside" / "events.jsonl").is_file()
     assert (repo / "reports" / "inside" / "report.md").is_file()
     listing = subprocess.run(
         [sys.executable, "-m", "patchheal", "attempts", "--job", "inside"],

@@ -145,3 +145,30 @@ def test_a_2_gb_log_is_answered_in_bounded_memory_and_time(tmp_path: Path) -> No
     assert maxrss_kb < 200 * 1024, f"peak RSS {maxrss_kb // 1024} MB"
     assert elapsed < 240
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss < 2 * 1024**2
+
+
+PYTEST_LOG = """\
+=================================== FAILURES ===================================
+_______________________ test_bulk_discount_starts_at_ten _______________________
+
+    def test_bulk_discount_starts_at_ten():
+>       assert bulk_discount_percent(10) == 10
+E       assert 0 == 10
+
+tests/test_rules.py:11: AssertionError
+=========================== short test summary info ============================
+FAILED tests/test_rules.py::test_bulk_discount_starts_at_ten - assert 0 == 10
+============================== 1 failed in 0.05s ===============================
+"""
+
+
+def test_next_actions_name_the_failing_test_not_a_placeholder(tmp_path: Path) -> None:
+    """Regression (issue 34): `fingerprint LOG` printed `pytest -x TEST_ID` although the log
+    names the test."""
+    log = tmp_path / "ci.log"
+    log.write_text(PYTEST_LOG)
+    text = _cli(str(log)).stdout.decode()
+    assert "pytest -x tests/test_rules.py::test_bulk_discount_starts_at_ten" in text
+    assert "TEST_ID" not in text
+    payload = json.loads(_cli(str(log), "--json").stdout)
+    assert not any("TEST_ID" in action for action in payload["next_actions"])

@@ -47,3 +47,45 @@ def test_a_patch_swapped_for_a_symlink_or_fifo_after_listing_is_not_read(tmp_pat
     assert "a symlink" in diffs[0]
     assert "a FIFO" in diffs[1]
     assert diffs[2] == FIX
+
+
+FORMAT_PATCH = """\
+From 1234abcd Mon Sep 17 00:00:00 2001
+From: A Author <a@example.invalid>
+Date: Mon, 1 Jan 2024 00:00:00 +0000
+Subject: [PATCH] pricing: the 10 % tier starts at 10
+
+The docs say inclusive;
+the code said exclusive.
+---
+ pricing/rules.py | 2 +-
+ 1 file changed, 1 insertion(+), 1 deletion(-)
+
+diff --git a/pricing/rules.py b/pricing/rules.py
+--- a/pricing/rules.py
++++ b/pricing/rules.py
+@@ -1 +1 @@
+-x
++y
+"""
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("rationale: the tier is inclusive\n" + FIX, "the tier is inclusive"),
+        (
+            FORMAT_PATCH,
+            "pricing: the 10 % tier starts at 10. The docs say inclusive; the code said exclusive.",
+        ),
+        ("# strategy: guard\n# Guard the empty list.\n" + FIX, "Guard the empty list."),
+        (FIX, ""),
+    ],
+    ids=["rationale-line", "format-patch", "comment-preamble", "bare-diff"],
+)
+def test_the_patch_files_own_explanation_becomes_the_rationale(text: str, said: str) -> None:
+    """Issue 34: a report shows the proposer's own explanation; for a patch file that is
+    its `rationale:` line, else its commit message, else the prose before the diff."""
+    from patchheal.proposers.patchfiles import explanation
+
+    assert explanation(text) == said

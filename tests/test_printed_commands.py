@@ -46,8 +46,9 @@ def _printed(report_md: Path, heading: str) -> list[str]:
     return block.group(1).splitlines()
 
 
-def _fresh_shell(lines: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+def _fresh_shell(lines: list[str], cwd: Path, **extra: str) -> subprocess.CompletedProcess[str]:
     env = {
+        **extra,
         "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
         "HOME": os.environ.get("HOME", "/root"),
         "PATCHHEAL_WORKTREE_ROOT": os.environ["PATCHHEAL_WORKTREE_ROOT"],
@@ -145,3 +146,67 @@ def test_a_job_with_setup_reproduces_with_its_setup(tmp_path: Path) -> None:
     assert ran.returncode == 1, ran.stderr[-2000:]
     assert "1 failed" in ran.stdout
     _same_failure(report, ran.stdout, str(repo))
+
+
+def _branches(repo: Path) -> set[str]:
+    return set(git(repo, "for-each-ref", "--format=%(refname:short)", "refs/heads").split())
+
+
+def test_every_printed_command_runs_clean_and_the_same_heal_succeeds_again(
+    tmp_path: Path,
+) -> None:
+    """Invariant (issue 34): every `sh` block of a healed job's report, run exactly as
+    printed, leaves no worktree, venv or branch behind, and installs nothing into the
+    environment it was pasted in; the same `patchheal heal` then succeeds again (the check
+    once left the fixed branch checked out in a worktree, and the next heal refused to
+    publish), and `--branch` publishes where it is told."""
+    work = tmp_path / "work"
+    result = _patchheal("demo", "--workdir", str(work), "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report_md = Path(json.loads(result.stdout)["reports"]["md"])
+    repo = work / "pricing"
+    branches_before = _branches(repo)
+    scratch = tmp_path / "scratch"  # mktemp's TMPDIR: whatever is left there was not removed
+    scratch.mkdir()
+    blocks = _SH_BLOCK.findall(report_md.read_text())
+    assert len(blocks) == 2, blocks  # "Check it", then "Reproduce"
+    for block in blocks:
+        ran = _fresh_shell(block.splitlines(), tmp_path, TMPDIR=str(scratch))
+        expected = 0 if "worktree add" in block else 1  # a reproduction fails as the job did
+        assert ran.returncode == expected, ran.stdout[-2000:] + ran.stderr[-2000:]
+        assert list(scratch.iterdir()) == [], "the printed commands left files behind"
+        assert len(git(repo, "worktree", "list").splitlines()) == 1
+        assert _branches(repo) == branches_before
+    again = _patchheal("heal", str(work / "job.toml"), "--json", cwd=tmp_path)
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-3000:]
+    assert json.loads(again.stdout)["branch"] == "patchheal/local/demo-pricing"
+    chosen = _patchheal(
+        "heal", str(work / "job.toml"), "--branch", "review/pricing", "--json", cwd=tmp_path
+    )
+    assert chosen.returncode == 0, chosen.stderr[-3000:]
+    assert json.loads(chosen.stdout)["branch"] == "review/pricing"
+    assert ">= 10" in git(repo, "show", "review/pricing:pricing/rules.py")
+
+
+def test_a_failing_check_still_removes_its_worktree_and_venv(tmp_path: Path) -> None:
+    """Invariant: the printed check removes what it made when one of its commands fails
+    (the trap runs on the subshell's exit, whatever its status)."""
+    from patchheal.report.wording import check_locally
+    from tests.test_report import job
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "x.txt").write_text("x\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "x")
+    git(repo, "branch", "patchheal/local/ci-4821")
+    report = job(repo=str(repo), setup=("true",))
+    lines = [line for line in check_locally(report) if not line.startswith("patchheal ")]
+    lines[-2] = "  false"  # the step's command fails
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    ran = _fresh_shell(lines, tmp_path, TMPDIR=str(scratch))
+    assert ran.returncode != 0
+    assert list(scratch.iterdir()) == []
+    assert len(git(repo, "worktree", "list").splitlines()) == 1

@@ -135,3 +135,40 @@ def test_harness_build_shows_a_long_wait_and_quiet_hides_it(tmp_path: Path) -> N
     assert quiet.returncode == 0, quiet.stderr
     assert "… waiting " not in quiet.stderr
     assert quiet.stdout.startswith("patchheal/slowbuild:")
+
+
+def test_a_long_progress_line_is_cut_between_words() -> None:
+    """Regression (issue 34): `… newly failing: tests/test_r …` cut a test id mid-word."""
+    from patchheal.loop.step import first_line
+
+    reason = (
+        "the failing step passes but the regression steps got worse: passed before, not now: "
+        "tests/test_rules.py::test_no_discount_below_ten; newly failing: "
+        "tests/test_rules.py::test_no_discount_below_ten"
+    )
+    line = first_line(reason, 160)
+    assert line.endswith(" …")
+    kept = line.removesuffix(" …")
+    assert len(kept) <= 160
+    assert reason.startswith(kept)
+    assert reason[len(kept)] in " ,;:"  # the cut falls between words
+    assert first_line("x" * 300, 160) == "x" * 160 + " …"  # one long word: cut where it must
+    assert first_line("short\nsecond line", 160) == "short …"
+    assert first_line("short", 160) == "short"
+
+
+def test_the_waiting_line_is_cut_between_words_or_after_a_folder() -> None:
+    """Regression (issue 34): `… waiting 2 s on pip download on the host into …/wheelhou`."""
+    from patchheal.commands.progress import waiting_on
+
+    message = (
+        "pip download on the host into /tmp/pytest-of-root/pytest-166/home1/.cache/patchheal/"
+        "wheelhouse/cp311: setuptools>=61 wheel"
+    )
+    said = waiting_on(message, "before")
+    assert said == "pip download on the host into /tmp/pytest-of-root/pytest-166/home1/.cache/ …"
+    words = "building the image patchheal-python:3.11 from Debian's packages " * 3
+    assert waiting_on(words, "before").endswith("packages building the …")
+    assert waiting_on("setup: creating venv for python 3.11", "x") == (
+        "the job's setup (venv for python 3.11)"
+    )

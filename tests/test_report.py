@@ -327,8 +327,8 @@ def test_manual_handoff_report() -> None:
     assert runbook == "1. Ask the owner of `src/calc.py` to look at attempt 1."
     defaults = render_markdown(report.model_copy(update={"next_actions": ()}))
     runbook = defaults.split("## Next actions")[1].split("##")[0]
-    assert "1. Look at any attempt above as a worktree" in runbook
-    assert "2. Fix it by hand from the timeline above, or raise the job's `[budget]`" in runbook
+    assert "1. Look at any attempt of the timeline as a worktree" in runbook
+    assert "2. Fix it by hand from the timeline of attempts, or raise the job's" in runbook
     assert "requeue" not in runbook
 
 

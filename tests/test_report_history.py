@@ -113,3 +113,34 @@ def test_report_json_times_are_iso_8601_and_old_unix_times_still_read(tmp_path: 
     assert report_from_json(json.dumps(data)).started_at == STARTED
     data["started_at"] = STARTED  # a report.json written before ISO times
     assert report_from_json(json.dumps(data)).started_at == STARTED
+
+
+def test_report_list_hides_runs_that_never_started_unless_asked(tmp_path: Path) -> None:
+    """Invariant (issue 34): a run whose set-up failed before any step reproduced leaves an
+    `error` report that `report --list` hides (saying how many), and `--all` shows."""
+    from tests.test_report import step
+
+    reports = tmp_path / "reports"
+    run_a, run_b = new_run_id(STARTED), new_run_id(STARTED + 60)
+    publish_reports(job(run_id=run_a), reports, run_a)
+    never = job(
+        job_id="setup-broke",
+        run_id=run_b,
+        status="error",
+        stop_reason="setup failed: pip install -e . exited 1",
+        started_at=STARTED + 60,
+        branch=None,
+        final_diff="",
+        steps=(step(status="pending", failure=None, classification=None, attempts=()),),
+    )
+    publish_reports(never, reports, run_b)
+    assert [r.started for r in list_runs(reports)] == [False, True]
+
+    shown = patchheal("report", "--list", "--json", "--reports", str(reports), cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert [json.loads(line)["job_id"] for line in shown.stdout.splitlines()] == ["ci-4821"]
+    assert "1 run(s) that never started are hidden; --all shows them" in shown.stderr
+    every = patchheal("report", "--list", "--all", "--reports", str(reports), cwd=tmp_path)
+    assert every.returncode == 0, every.stderr
+    assert "setup-broke" in every.stdout
+    assert "ci-4821" in every.stdout

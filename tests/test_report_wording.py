@@ -109,25 +109,43 @@ def test_headlines_differ_for_every_stop_reason() -> None:
 def test_requeue_and_class_never_contradict_each_other() -> None:
     """Invariant: the report does not say "retryable" about the class beside "no" for the
     job (the job's requeue flag and the class's patchability are different questions)."""
-    md = render_markdown(job(retryable=False))
+    md = render_markdown(job(status="not_fixed", retryable=False, branch=None))
     assert "retryable" not in md
     assert "| Requeue | no: a rerun of the same job would stop the same way |" in md
     assert "(a code patch may fix it)" in md
 
 
+def test_a_fixed_job_is_not_told_a_rerun_would_stop_the_same_way() -> None:
+    """Invariant: the Requeue wording fits the status (issue 34): a fixed job needs no
+    requeue, and no sentence about a rerun stopping the same way."""
+    for text in (render_markdown(job(retryable=False)), render_html(job(retryable=False))):
+        assert "would stop the same way" not in text
+        assert "no need: the job is fixed" in text
+
+
 def test_fixed_report_prints_the_local_check_and_the_harness_reproduction() -> None:
     """Invariant: the printed commands carry the job's setup and variables (without them a
     reproduction fails another way), name the harness as `harness run` takes it, and check
-    out into a private temp dir, never a fixed shared path."""
+    out into a private temp dir, never a fixed shared path, with a venv of its own, both
+    removed by a trap on the subshell's exit (issue 34: the block changed from a bare
+    worktree add that was never removed)."""
     report = job(harness="docker:python", setup=("pip install -e .[test]",), env=("DB_URL",))
     assert check_locally(report) == (
         "patchheal harness run python --repo /srv/repos/calc --ref patchheal/local/ci-4821 "
         "--setup 'pip install -e .[test]' --env DB_URL -- sh -c 'pytest -q tests/test_calc.py'",
-        "tree=$(mktemp -d -t patchheal-check-XXXXXX)",
-        'git -C /srv/repos/calc worktree add "$tree" patchheal/local/ci-4821',
-        'cd "$tree"',
-        "pip install -e .[test]",
-        "pytest -q tests/test_calc.py",
+        "(",
+        "  set -e",
+        "  tree=$(mktemp -d -t patchheal-check-XXXXXX)",
+        "  venv=$(mktemp -d -t patchheal-venv-XXXXXX)",
+        '  trap \'cd /; git -C /srv/repos/calc worktree remove --force "$tree" 2>/dev/null; '
+        'rm -rf "$tree" "$venv"\' EXIT',
+        '  git -C /srv/repos/calc worktree add --quiet --detach "$tree" patchheal/local/ci-4821',
+        '  cd "$tree"',
+        '  python3 -m venv --system-site-packages "$venv"',
+        '  . "$venv/bin/activate"',
+        "  pip install -e .[test]",
+        "  pytest -q tests/test_calc.py",
+        ")",
     )
     assert reproduce_in_harness(report) == (
         "patchheal harness run python --repo /srv/repos/calc "
@@ -166,3 +184,29 @@ def test_candidate_diffs_drop_the_patch_files_header() -> None:
     assert diff_only(patch_file) == DIFF
     md = render_markdown(job(steps=(step(attempts=(attempt(1, Outcome.FIXED, diff=patch_file),)),)))
     assert "Subject: guard mean" not in md
+
+
+def test_the_cause_sites_read_as_evidence() -> None:
+    """Issue 34: each changed function says whether the failing test ran it (traced), or
+    that no trace exists; a file that is not Python is not called "module level"."""
+    from patchheal.report.firstscreen import first_screen, one_line_error
+    from patchheal.report.model import CauseSite
+
+    sites = (
+        CauseSite(file="src/calc.py", function="mean", executed=True),
+        CauseSite(file="src/calc.py", function="Stats.median", executed=False),
+        CauseSite(file="src/calc.py", function="", executed=None),
+        CauseSite(file="web/app.js", function="", executed=None),
+    )
+    report = job(steps=(step(cause_sites=sites),))
+    assert first_screen(report, ()).where == (
+        "`mean` in `src/calc.py`: the failing test executed it at reproduction (traced)",
+        "`Stats.median` in `src/calc.py`: the failing test did not execute it at reproduction "
+        "(traced)",
+        "`src/calc.py` (module level): no trace of the failing test was recorded at reproduction",
+        "`web/app.js` (its functions are not mapped: only Python files are)",
+    )
+    assert one_line_error("AssertionError", "assert 0 == 10\n+  where 0 = f(10)") == (
+        "AssertionError: assert 0 == 10 (where 0 = f(10))"
+    )
+    assert one_line_error("ValueError", "bad\nsecond line") == "ValueError: bad …"

@@ -71,3 +71,15 @@ def test_a_mistake_in_tool_patchheal_names_the_pyproject(
         build_spec(_spec_for(repo), source="(command line)", base_dir=tmp_path)
     assert str(repo / "pyproject.toml") in str(caught.value)
     assert complaint in str(caught.value)
+
+
+@pytest.mark.parametrize("bad", ["a..b", "-x", "fix/.hidden", "x.lock", "has space", "a//b", "x/"])
+def test_job_branch_takes_only_a_usable_branch_name(tmp_path: Path, bad: str) -> None:
+    """`[job] branch` (issue 34) names where a verified patch is published; a name git
+    would refuse is refused when the spec loads, naming the key."""
+    data = _spec_for(tmp_path)
+    data["job"]["branch"] = bad  # type: ignore[index]
+    with pytest.raises(SpecError, match=r"job\.branch"):
+        build_spec(data, source="job.toml", base_dir=tmp_path)
+    data["job"]["branch"] = "review/pricing-1.2"  # type: ignore[index]
+    assert build_spec(data, source="job.toml", base_dir=tmp_path).job.branch == "review/pricing-1.2"

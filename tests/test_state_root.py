@@ -3,18 +3,65 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from patchheal.errors import BadInput
 from patchheal.memory.store import AttemptStore
-from patchheal.runs import state_dir_for
+from patchheal.runs import default_db, state_dir_for
 from tests.healjobs import FIX, WRONG, diff_for, make_calc_repo, patchheal_cli, write_spec
 
 
 def test_the_default_store_keeps_the_seed_layout() -> None:
     assert state_dir_for("var/memory/attempts.sqlite3") == Path("var")
+
+
+def test_the_default_store_is_one_per_user_whatever_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Invariant (issue 34): the default store is the user's, in the platform's state
+    directory (XDG_STATE_HOME here, set per test by conftest: never the real user's), not
+    under the working directory; $PATCHHEAL_HOME moves it; runs live beside it."""
+    state = Path(os.environ["XDG_STATE_HOME"])
+    assert Path(os.environ["HOME"]) in state.parents  # the test's own home
+    expected = state / "patchheal" / "memory" / "attempts.sqlite3"
+    assert default_db() == str(expected)
+    monkeypatch.chdir(tmp_path)
+    assert default_db() == str(expected)
+    assert state_dir_for(default_db()) == state / "patchheal"
+    monkeypatch.setenv("PATCHHEAL_HOME", str(tmp_path / "home"))
+    assert default_db() == str(tmp_path / "home" / "memory" / "attempts.sqlite3")
+    assert state_dir_for(default_db()) == tmp_path / "home"
+
+
+def test_store_check_names_the_default_store(tmp_path: Path) -> None:
+    """`patchheal store check` shows where the default store is, before and after a heal
+    made it (from two working directories: the same store)."""
+    expected = Path(os.environ["XDG_STATE_HOME"]) / "patchheal" / "memory" / "attempts.sqlite3"
+    missing = patchheal_cli("store", "check")
+    assert missing.returncode == 2
+    assert str(expected) in missing.stderr
+    repo = make_calc_repo(tmp_path)
+    spec = write_spec(tmp_path / "job.toml", repo, diffs=[diff_for(repo, {"calc.py": FIX})])
+    healed = patchheal_cli("heal", str(spec), "--json")
+    assert healed.returncode == 0, healed.stderr
+    assert expected.is_file()
+    assert not (tmp_path / "var").exists()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    checked = subprocess.run(
+        [sys.executable, "-m", "patchheal", "store", "check", "--json"],
+        cwd=elsewhere,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert checked.returncode == 0, checked.stderr
+    assert json.loads(checked.stdout)["store"].endswith(str(expected))
 
 
 def test_any_other_store_file_has_a_state_folder_of_its_own(tmp_path: Path) -> None:

@@ -451,9 +451,13 @@ def test_publish_refuses_the_checked_out_branch(repo: Path, ws: JobWorkspace) ->
     with pytest.raises(PublishRefused, match="'main': it is checked out") as caught:
         ws.publish(sha, "main")
     assert isinstance(caught.value, PatchhealError)
+    assert f"checked out in {repo.resolve()}" in str(caught.value)
     git(repo, "worktree", "add", "-q", "-b", "side", str(repo.parent / "side-wt"))
-    with pytest.raises(PublishRefused):
+    with pytest.raises(PublishRefused) as side:
         ws.publish(sha, "side")
+    # The worktree that holds the branch, not the repository (issue 34).
+    assert f"checked out in {(repo.parent / 'side-wt').resolve()} " in str(side.value)
+    assert "--branch" in str(side.value)
     assert user_state(repo)[2:] == before[2:]
     assert git(repo, "rev-parse", "main") == ws.base_commit
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from patchheal.models import CONTROL_COMMANDS
-from patchheal.runs import DEFAULT_DB
+from patchheal.runs import DEFAULT_DB_SHOWN, default_db
 
 
 @click.command()
@@ -17,8 +17,8 @@ from patchheal.runs import DEFAULT_DB
 @click.argument("step", type=int, required=False)
 @click.option(
     "--db",
-    default=str(DEFAULT_DB),
-    show_default=True,
+    default=default_db,
+    show_default=DEFAULT_DB_SHOWN,
     help="the attempt store the job runs against",
 )
 @click.option(

@@ -8,6 +8,7 @@ others ship theirs as examples/<folder>/job.toml.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -112,13 +113,51 @@ def materialize(workdir: Path, name: str = "python") -> tuple[Path, Path]:
     return repo, workdir / "job.toml"
 
 
+# Written into a temporary folder `demo` made itself, with the pid of the demo that uses
+# it: only such folders, of demos no longer running, are ever removed.
+DEMO_MARKER = ".patchheal-demo"
+
+
+def _running(pid_text: str) -> bool:
+    try:
+        pid = int(pid_text.strip())
+    except ValueError:
+        return False
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's live process
+    return True
+
+
+def remove_finished_demos(tmp: Path) -> list[Path]:
+    """Remove this user's earlier `patchheal-demo-*` folders whose demo has finished."""
+    removed: list[Path] = []
+    for folder in sorted(tmp.glob("patchheal-demo-*")):
+        marker = folder / DEMO_MARKER
+        try:
+            if folder.is_symlink() or folder.lstat().st_uid != os.getuid():
+                continue
+            if not marker.is_file() or _running(marker.read_text(encoding="utf-8")):
+                continue
+            shutil.rmtree(folder)
+        except OSError:
+            continue  # a folder that cannot be read or removed stays, as it was
+        removed.append(folder)
+    return removed
+
+
 @click.command()
 @click.option(
     "--workdir",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
     help="where the example repository is created [default: a new private temp directory "
-    "per run, kept so the printed commands work]",
+    "per run, kept so the printed commands work, removed by the next demo]",
 )
 @click.option(
     "--example",
@@ -142,6 +181,7 @@ def demo(
 ) -> None:
     """Heal a bundled failing example; prints the verified branch and the report."""
     from patchheal.commands.heal import run_heal
+    from patchheal.commands.options import verbosity
     from patchheal.config import load_spec
     from patchheal.intake.toml import spec_to_toml
 
@@ -149,8 +189,13 @@ def demo(
     if workdir is None:
         # A private directory of this run's own (mode 0700): two demos, or two users of
         # one machine, never wipe each other's repository as a shared fixed path did.
+        # It is kept so the report's printed commands work, and removed by the next demo.
         prefix = "patchheal-demo-" if example == "python" else f"patchheal-demo-{example}-"
+        removed = remove_finished_demos(Path(tempfile.gettempdir()))
         workdir = Path(tempfile.mkdtemp(prefix=prefix))
+        (workdir / DEMO_MARKER).write_text(f"{os.getpid()}\n", encoding="utf-8")
+        if removed and not state.as_json and verbosity() >= 0:
+            click.echo(f"demo: removed {len(removed)} earlier demo folder(s): {removed[0]} …")
     workdir = workdir.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     repo, job_file = materialize(workdir, example)
@@ -166,10 +211,12 @@ def demo(
         ),
         encoding="utf-8",
     )
-    from patchheal.commands.options import verbosity
-
     if not state.as_json and verbosity() >= 0:
         click.echo(f"demo: example repository {repo} ({example}: a real bug, a failing step)")
+        if (workdir / DEMO_MARKER).is_file():
+            click.echo(
+                f"demo: {workdir} is kept for the report's commands; the next demo removes it"
+            )
         click.echo(f"demo: job spec {job_file}")
     spec = load_spec(job_file)
     sys.exit(

@@ -28,12 +28,15 @@ def fingerprint(
     from patchheal.errors import BadInput
     from patchheal.failure.analysis import from_text, read_log
     from patchheal.failure.classify import classify
+    from patchheal.failure.runbooks import with_test_id
 
     excerpt = read_log(None if str(logfile) == "-" else logfile)
     if junit_path is not None and not junit_path.is_file():
         raise BadInput(f"cannot read the JUnit report {junit_path}: no such file")
     failure = from_text(excerpt.text, repo_root=repo_root, junit=junit_path)
     classification = classify(failure, excerpt.text, repo_root=repo_root)
+    # The runbook says TEST_ID; this log names the test.
+    next_actions = with_test_id(classification.next_actions, failure.failing_tests)
     payload = {
         "fingerprint": failure.fingerprint,
         "classification": classification.failure_class.value,
@@ -45,7 +48,7 @@ def fingerprint(
         "frames": [f.model_dump() for f in failure.project_frames],
         "failing_tests": list(failure.failing_tests),
         "evidence": list(classification.evidence),
-        "next_actions": list(classification.next_actions),
+        "next_actions": list(next_actions),
         "log_bytes": excerpt.total_bytes,
     }
     if as_json:
@@ -61,5 +64,5 @@ def fingerprint(
         click.echo(f"frame:          {frame.file}:{frame.line} in {frame.function or '?'}")
     for line in classification.evidence:
         click.echo(f"evidence:       {line}")
-    for action in classification.next_actions:
+    for action in next_actions:
         click.echo(f"next:           {action}")

@@ -13,15 +13,15 @@ import shutil
 
 import click
 
-from patchheal.runs import DEFAULT_DB
+from patchheal.runs import DEFAULT_DB_SHOWN, default_db
 
 
 @click.command()
 @click.option("--dry-run", is_flag=True, help="Only print what would be removed.")
 @click.option(
     "--db",
-    default=str(DEFAULT_DB),
-    show_default=True,
+    default=default_db,
+    show_default=DEFAULT_DB_SHOWN,
     help="Attempt store whose job locks and statuses tell which workspaces are live.",
 )
 @click.option(

@@ -230,6 +230,12 @@ def _harness_regression_note(spec: Any) -> str:
 )
 @click.option("--pr-command", default=None, help="overrides [job] pr_command")
 @click.option(
+    "--branch",
+    default=None,
+    help="the branch a verified patch is published to (overrides [job] branch; "
+    "default patchheal/local/<job id>)",
+)
+@click.option(
     "--from-workflow",
     "workflow",
     default=None,
@@ -269,6 +275,7 @@ def heal(
     job_id: str | None,
     open_pr: bool,
     pr_command: str | None,
+    branch: str | None,
     workflow: str | None,
     workflow_job: str | None,
     workflow_step: str | None,
@@ -294,6 +301,8 @@ def heal(
         overrides.setdefault("job", {})["harness"] = harness
     if pr_command is not None:
         overrides.setdefault("job", {})["pr_command"] = pr_command
+    if branch is not None:
+        overrides.setdefault("job", {})["branch"] = branch
     overrides = _workflow_overrides(
         overrides, workflow, workflow_job, workflow_step, matrix, ci_log
     )

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from patchheal.runs import DEFAULT_DB
+from patchheal.runs import DEFAULT_DB_SHOWN, default_db
 
 if TYPE_CHECKING:
     from patchheal.memory.records import StoredAttempt
@@ -19,8 +19,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 def _db_option(func: F) -> F:
     return click.option(
         "--db",
-        default=str(DEFAULT_DB),
-        show_default=True,
+        default=default_db,
+        show_default=DEFAULT_DB_SHOWN,
         help="attempt store: a SQLite path or any SQLAlchemy URL",
     )(func)
 

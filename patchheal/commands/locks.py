@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from patchheal.runs import DEFAULT_DB
+from patchheal.runs import DEFAULT_DB_SHOWN, default_db
 
 if TYPE_CHECKING:
     from patchheal.memory.store import AttemptStore, LockRow
@@ -25,8 +25,8 @@ if TYPE_CHECKING:
 )
 @click.option(
     "--db",
-    default=str(DEFAULT_DB),
-    show_default=True,
+    default=default_db,
+    show_default=DEFAULT_DB_SHOWN,
     help="attempt store: a SQLite path or any SQLAlchemy URL",
 )
 @click.option("--json", "as_json", is_flag=True, help="one JSON object per lock, per line")

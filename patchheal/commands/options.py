@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 import click
 
-from patchheal.runs import DEFAULT_DB, DEFAULT_REPORTS_DIR
+from patchheal.runs import DEFAULT_DB_SHOWN, DEFAULT_REPORTS_DIR, default_db
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -50,8 +50,8 @@ def state_options(func: F) -> F:
         [
             click.option(
                 "--db",
-                default=str(DEFAULT_DB),
-                show_default=True,
+                default=default_db,
+                show_default=DEFAULT_DB_SHOWN,
                 help="attempt store: a SQLite path or any SQLAlchemy URL",
             ),
             click.option(
@@ -66,8 +66,8 @@ def state_options(func: F) -> F:
                 "--state-dir",
                 default=None,
                 type=click.Path(file_okay=False),
-                help="where runs/<job-id>/ go [default: beside the store: var/ for the "
-                "default store, NAME-state/ for a store NAME.sqlite3, $PATCHHEAL_HOME "
+                help="where runs/<job-id>/ go [default: beside the store: the patchheal home "
+                "for the default store, NAME-state/ for a store NAME.sqlite3, $PATCHHEAL_HOME "
                 "for a server]",
             ),
             click.option("--json", "as_json", is_flag=True, help="print a JSON summary on stdout"),

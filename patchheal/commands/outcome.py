@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from patchheal.runs import DEFAULT_DB
+from patchheal.runs import DEFAULT_DB_SHOWN, default_db
 
 
 @click.command()
@@ -26,7 +26,7 @@ from patchheal.runs import DEFAULT_DB
     default=None,
     help="the failing CI run's log, fingerprinted to tell no_effect from regression",
 )
-@click.option("--db", default=str(DEFAULT_DB), show_default=True, help="the attempt store")
+@click.option("--db", default=default_db, show_default=DEFAULT_DB_SHOWN, help="the attempt store")
 @click.option("--json", "as_json", is_flag=True, help="print what was recorded as JSON")
 def outcome(job_id: str, ci_status: str, log_path: Path | None, db: str, as_json: bool) -> None:
     """Record whether real CI went green with JOB_ID's verified patch."""

@@ -24,6 +24,8 @@ from typing import TextIO
 
 import click
 
+from patchheal.report.filters import cut_at_word
+
 QUIET_AFTER_SECONDS = 2.0
 LOG_EVERY_SECONDS = 15.0
 
@@ -31,18 +33,26 @@ LOG_EVERY_SECONDS = 15.0
 # Messages that start something the run then waits on, and the words for it.
 _STARTS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"^step (\d+) \([^)]*\): reproducing"), r"step \1's reproduction run"),
-    (re.compile(r"^setup: (?:creating )?(.{1,80})"), r"the job's setup (\1)"),
+    (re.compile(r"^setup: (?:creating )?(.+)"), r"the job's setup (\1)"),
     (
         re.compile(
             r"^((?:building|pulling|importing|installing|pip download|npm \w+ on|reading"
-            r"|committing|running|creating)\b.{0,80})"
+            r"|committing|running|creating)\b.*)"
         ),
         r"\1",
     ),
 )
+# What a waiting line names is cut at this length, between words.
+WAITING_ON_CHARS = 80
+_GROUP = re.compile(r"\\(\d)")
 # A result: what follows is the loop's next move, not the thing just reported.
 _RESULT = re.compile(r"^(?:attempt \d+|step \d+|memory|harness)\b.*(?:->|:)")
 _NEXT = "the next candidate (a proposer, the gates or a verification run)"
+
+
+def _fill(words: str, parts: list[str]) -> str:
+    """`words` with each `\\N` replaced by the Nth (shortened) group."""
+    return _GROUP.sub(lambda ref: parts[int(ref[1]) - 1], words).rstrip()
 
 
 def waiting_on(message: str, previous: str) -> str:
@@ -50,7 +60,7 @@ def waiting_on(message: str, previous: str) -> str:
     for pattern, words in _STARTS:
         found = pattern.match(message)
         if found:
-            return found.expand(words).rstrip()
+            return _fill(words, [cut_at_word(g or "", WAITING_ON_CHARS) for g in found.groups()])
     if _RESULT.match(message):
         return _NEXT
     return previous  # a line of a command's output: the same wait goes on

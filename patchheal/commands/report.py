@@ -28,15 +28,26 @@ from patchheal.runs import DEFAULT_REPORTS_DIR
 )
 @click.option("--list", "list_runs", is_flag=True, help="list every kept run of every job")
 @click.option("--json", "as_json", is_flag=True, help="with --list: JSON lines, one run per line")
+@click.option(
+    "--all",
+    "show_all",
+    is_flag=True,
+    help="with --list: also the runs that never started (a set-up that failed before any step)",
+)
 def report(
-    job_id: str | None, reports_dir: Path, print_format: str | None, list_runs: bool, as_json: bool
+    job_id: str | None,
+    reports_dir: Path,
+    print_format: str | None,
+    list_runs: bool,
+    as_json: bool,
+    show_all: bool,
 ) -> None:
     """Re-render the newest report of JOB_ID (reports/JOB_ID/RUN/report.*, copied to
     reports/JOB_ID/report.*) from its JSON record, and the index; or list the runs."""
     from patchheal.errors import BadInput
 
     if list_runs:
-        _list(reports_dir, job_id, as_json)
+        _list(reports_dir, job_id, as_json, show_all)
         return
     if job_id is None:
         raise BadInput("report: name a JOB_ID, or pass --list")
@@ -45,11 +56,15 @@ def report(
     _rerender(reports_dir, job_id, print_format)
 
 
-def _list(reports_dir: Path, job_id: str | None, as_json: bool) -> None:
+def _list(reports_dir: Path, job_id: str | None, as_json: bool, show_all: bool) -> None:
     from patchheal.report.filters import duration
     from patchheal.report.history import list_runs
 
     runs = [r for r in list_runs(reports_dir) if job_id is None or r.job_id == job_id]
+    hidden = 0 if show_all else sum(not r.started for r in runs)
+    if hidden:
+        runs = [r for r in runs if r.started]
+        click.echo(f"{hidden} run(s) that never started are hidden; --all shows them", err=True)
     if as_json:
         for run in runs:  # JSON lines, as every listing prints them (README)
             click.echo(json.dumps(run.to_json(), ensure_ascii=False))

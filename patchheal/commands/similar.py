@@ -14,12 +14,12 @@ from pathlib import Path
 
 import click
 
-from patchheal.runs import DEFAULT_DB
+from patchheal.runs import DEFAULT_DB_SHOWN, default_db
 
 
 @click.command()
 @click.argument("logfile", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path))
-@click.option("--db", default=str(DEFAULT_DB), show_default=True,
+@click.option("--db", default=default_db, show_default=DEFAULT_DB_SHOWN,
               help="attempt store: a SQLite path or any SQLAlchemy URL")  # fmt: skip
 @click.option("--limit", type=click.IntRange(min=0), default=3, show_default=True,
               help="fixes of similar failures to show")  # fmt: skip

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from patchheal.runs import DEFAULT_DB
+from patchheal.runs import DEFAULT_DB_SHOWN, default_db
 
 _DB_HELP = "attempt store: a SQLite path or any SQLAlchemy URL"
 
@@ -17,7 +17,7 @@ def store() -> None:
 
 
 @store.command()
-@click.option("--db", default=str(DEFAULT_DB), show_default=True, help=_DB_HELP)
+@click.option("--db", default=default_db, show_default=DEFAULT_DB_SHOWN, help=_DB_HELP)
 @click.option("--json", "as_json", is_flag=True, help="one JSON object: store, ok, problems")
 def check(db: str, as_json: bool) -> None:
     """Run the database's integrity checks and the store's own invariants."""
@@ -48,7 +48,7 @@ def check(db: str, as_json: bool) -> None:
     type=click.Path(file_okay=False, path_type=Path),
     help="folder holding <job-id>/events.jsonl [default: the store's runs/]",
 )
-@click.option("--db", default=str(DEFAULT_DB), show_default=True, help=_DB_HELP)
+@click.option("--db", default=default_db, show_default=DEFAULT_DB_SHOWN, help=_DB_HELP)
 def rebuild(apply: bool, runs_dir: Path | None, db: str) -> None:
     """Replay the event logs into a fresh store and show how it differs from the live one.
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from patchheal.runs import DEFAULT_DB
+from patchheal.runs import DEFAULT_DB_SHOWN, default_db
 
 
 @click.group()
@@ -39,7 +39,7 @@ def list_(as_json: bool) -> None:
 
 @worktree.command("open")
 @click.argument("attempt_id", type=int)
-@click.option("--db", default=str(DEFAULT_DB), show_default=True)
+@click.option("--db", default=default_db, show_default=DEFAULT_DB_SHOWN)
 @click.option(
     "--state-dir",
     default=None,
@@ -83,7 +83,7 @@ def open_(attempt_id: int, db: str, state_dir: Path | None) -> None:
 
 @worktree.command("rm")
 @click.argument("job_id")
-@click.option("--db", default=str(DEFAULT_DB), show_default=True)
+@click.option("--db", default=default_db, show_default=DEFAULT_DB_SHOWN)
 def rm(job_id: str, db: str) -> None:
     """Remove every worktree (and the private repository) of JOB_ID in the store --db."""
     import shutil

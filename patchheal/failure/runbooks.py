@@ -2,7 +2,23 @@
 
 from __future__ import annotations
 
+import shlex
+from collections.abc import Iterable
+
 from patchheal.models import FailureClass
+
+# The runbooks' placeholder for a failing test's id.
+TEST_ID = "TEST_ID"
+
+
+def with_test_id(actions: Iterable[str], failing_tests: Iterable[str]) -> tuple[str, ...]:
+    """The actions with `TEST_ID` replaced by the first failing test (shell-quoted), when
+    the failure names one; unchanged otherwise."""
+    first = next(iter(failing_tests), None)
+    if first is None:
+        return tuple(actions)
+    return tuple(a.replace(TEST_ID, shlex.quote(first)) for a in actions)
+
 
 RUNBOOKS: dict[FailureClass, tuple[str, ...]] = {
     FailureClass.CODE_BUG: (

@@ -42,7 +42,7 @@ from patchheal.memory.store import AttemptStore, LockRow
 from patchheal.models import JobStatus
 from patchheal.report.history import new_run_id, publish_reports
 from patchheal.report.model import JobReport
-from patchheal.runs import DEFAULT_DB, DEFAULT_REPORTS_DIR, DEFAULT_STATE_DIR, RunPaths
+from patchheal.runs import DEFAULT_REPORTS_DIR, RunPaths, default_db, default_state_dir
 from patchheal.scrub.active import job_scrubber
 from patchheal.scrub.scrubber import Scrubber
 from patchheal.telemetry.events import EventLog
@@ -56,8 +56,8 @@ LOCK_TTL_SECONDS = 600.0
 class HealOptions:
     """Where state goes and how the run behaves; every path is passed in."""
 
-    state_dir: Path = DEFAULT_STATE_DIR
-    db: str = str(DEFAULT_DB)
+    state_dir: Path = field(default_factory=default_state_dir)
+    db: str = field(default_factory=default_db)
     reports_dir: Path = DEFAULT_REPORTS_DIR
     keep_worktrees: bool = False
     resume: bool = False
@@ -358,7 +358,7 @@ class HealLoop:
         return 1
 
     def _publish(self, workspace: JobWorkspace, tree: Path, head: str) -> None:
-        branch = branch_name(self.job_id)
+        branch = self.spec.job.branch or branch_name(self.job_id)
         workspace.publish(head, branch)
         self.state.branch = branch
         # The verify tree is at `head` now; its diff against the base is the whole fix.

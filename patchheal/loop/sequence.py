@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
+from patchheal.errors import PatchhealError
 from patchheal.harness.base import Harness
 from patchheal.loop.attempt import AttemptRunner, StepState
+from patchheal.loop.cause import cause_sites
 from patchheal.loop.checkpoints import (
     checkpoint_step,
     discard_checkpoints,
@@ -34,7 +36,7 @@ from patchheal.models import (
     StepStatus,
 )
 from patchheal.proposers.registry import create_proposer
-from patchheal.report.model import StepReport
+from patchheal.report.model import CauseSite, StepReport
 from patchheal.runs import RunPaths
 from patchheal.scrub.scrubber import Scrubber
 from patchheal.telemetry.events import EventLog
@@ -269,9 +271,21 @@ class StepSequence:
             update={
                 "attempts": report.attempts + tuple(result.attempts),
                 "stop_reason": result.reason,
+                "cause_sites": self._cause_sites(step, result),
             }
         )
         return result
+
+    def _cause_sites(self, step: StepState, result: StepResult) -> tuple[CauseSite, ...]:
+        if result.status is not StepEnd.FIXED or result.fix is None:
+            return ()
+        tests = step.failure.failing_tests
+        try:
+            return cause_sites(
+                self.verify_tree, step.start_commit, result.fix.diff, step.traces, tests
+            )
+        except PatchhealError:
+            return ()  # the worktree is not one git can be pointed at: the report goes without
 
     def _checkpoint(self, index: int, result: StepResult) -> str:
         assert result.fix is not None

@@ -24,6 +24,7 @@ from patchheal.memory.hints import SimilarLimits
 from patchheal.models import AttemptRecord, Candidate, Classification, Outcome, StepEnd
 from patchheal.proposers.base import ProposalRequest, Proposer, StaticProposer
 from patchheal.proposers.config import ProposerConfig
+from patchheal.report.filters import cut_at_word
 
 # Candidates that never reach the harness (rejected, not applicable) do not
 # spend the attempt budget, but a proposer that only produces those is cut
@@ -32,10 +33,13 @@ CANDIDATES_PER_ATTEMPT = 4
 
 
 def first_line(text: str, limit: int) -> str:
-    """A progress line stays one line: the first line of `text`, cut at `limit`."""
+    """A progress line stays one line: the first line of `text`, at most `limit` characters,
+    cut between words (a word cut in two reads as another word: `tests/test_r`)."""
     lines = text.strip().splitlines()
     first = lines[0] if lines else ""
-    return first[:limit] + (" …" if len(lines) > 1 or len(first) > limit else "")
+    if len(first) > limit:
+        return cut_at_word(first, limit)
+    return first + (" …" if len(lines) > 1 else "")
 
 
 @dataclass

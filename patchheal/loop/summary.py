@@ -34,7 +34,7 @@ def _next_actions(state: JobState, steps: list[StepReport]) -> tuple[str, ...]:
                 step.classification.next_actions or runbook(step.classification.failure_class)
             )
     if state.status is JobStatus.MANUAL_HANDOFF:
-        actions.append("Hand the step to a person: the attempts above list what was tried.")
+        actions.append("Hand the step to a person: the timeline of attempts lists what was tried.")
     if state.retryable:
         actions.append(
             f"Requeue later or continue with: patchheal heal JOB.toml --resume (job {state.job_id})"

@@ -32,7 +32,7 @@ from patchheal.memory.records import (
 )
 from patchheal.memory.tables import AttemptRow, ClaimRow, ControlRow, FailureRow, JobRow, LockRow
 from patchheal.models import AttemptRecord, Classification, Failure, Hint, Outcome
-from patchheal.runs import DEFAULT_DB
+from patchheal.runs import DEFAULT_DB, default_db
 from patchheal.scrub.active import scrub
 
 if TYPE_CHECKING:
@@ -46,6 +46,7 @@ __all__ = [
     "LockRow",
     "StoredAttempt",
     "StoredFailure",
+    "default_db",
     "resolve_db_url",
 ]
 

@@ -24,6 +24,39 @@ _STRATEGY_LINE = re.compile(
 )
 _RATIONALE_LINE = re.compile(r"^(?:#\s*)?rationale:\s*(.+?)\s*$", re.IGNORECASE | re.MULTILINE)
 _NAME_PREFIX = re.compile(r"^\d+[-_]")
+_SUBJECT = re.compile(r"^Subject:\s*(?:\[[^\]]*\]\s*)?(.+?)\s*$", re.MULTILINE)
+_MAIL_HEADER = re.compile(r"^(From |From:|Date:|Subject:|Message-Id:|[A-Z][\w-]*: )")
+# The proposer's explanation a report shows is a paragraph, not the patch file's prose.
+MAX_EXPLANATION_CHARS = 600
+
+
+def explanation(text: str) -> str:
+    """Why the patch file's author made it: its `rationale:` line, else the commit message
+    `git format-patch` wrote (subject and body, up to the `---` before the diff), else
+    the prose before the diff. Empty when the file is a bare diff."""
+    if match := _RATIONALE_LINE.search(text):
+        return match.group(1)
+    head = re.split(r"^(?:diff --git |--- |Index: )", text, maxsplit=1, flags=re.MULTILINE)[0]
+    lines = head.replace("\r\n", "\n").split("\n")
+    if subject := _SUBJECT.search(head):
+        body_start = next((i for i, line in enumerate(lines) if not line.strip()), len(lines))
+        body = []
+        for line in lines[body_start:]:
+            if line.strip() == "---":
+                break  # format-patch's diffstat follows
+            body.append(line.strip())
+        title = subject.group(1).rstrip()
+        rest = " ".join(" ".join(body).split())
+        if rest and not title.endswith((".", ":", "!", "?")):
+            title += "."
+        words = f"{title} {rest}".split()
+    else:
+        words = " ".join(
+            line.lstrip("# ").strip()
+            for line in lines
+            if not _STRATEGY_LINE.match(line) and not _MAIL_HEADER.match(line)
+        ).split()
+    return " ".join(words)[:MAX_EXPLANATION_CHARS]
 
 
 # A candidate patch is small; a file this big is a mistake (or a log), not a patch.
@@ -108,7 +141,6 @@ class PatchfilesProposer:
             # and that is recorded, rather than aborting the whole job.
             text = f"unreadable patch file: {exc}"
         strategy_match = _STRATEGY_LINE.search(text)
-        rationale_match = _RATIONALE_LINE.search(text)
         strategy = (
             strategy_match.group(1)
             if strategy_match
@@ -117,7 +149,7 @@ class PatchfilesProposer:
         return Candidate(
             diff=text,
             strategy=strategy,
-            rationale=rationale_match.group(1) if rationale_match else "",
+            rationale=explanation(text),
             proposer=self.name,
             label=path.name,
         )

@@ -46,6 +46,22 @@ def _md_line_start(flat: str) -> str:
     return _MD_ORDERED_START.sub(r"\1\\\2", flat)
 
 
+def cut_at_word(text: str, limit: int) -> str:
+    """`text` in at most `limit` characters plus ` …`, cut between words (a word cut in two
+    reads as another word: `tests/test_r`) or after a path's `/`; one very long word is
+    cut where it must."""
+    if len(text) <= limit:
+        return text
+    cut = text[:limit]
+    space = cut.rfind(" ")
+    if space > limit // 2:
+        return cut[:space].rstrip(" ,;:") + " …"
+    slash = cut.rfind("/")  # a long path: at a folder's end
+    if slash > limit // 2:
+        return cut[: slash + 1] + " …"
+    return cut + " …"
+
+
 def md_text(text: object) -> str:
     """Plain text for a Markdown paragraph, list item or table cell: shown literally."""
     return _md_line_start(_md_escape(one_line(str(text))))

@@ -74,6 +74,8 @@ class RunEntry:
     duration_seconds: float
     stop_reason: str
     latest: bool
+    started: bool = True
+    """Whether any step got as far as a reproduction (a set-up that failed first did not)."""
 
     def link(self) -> str:
         return f"{self.job_id}/{self.run_id}/report.html"
@@ -89,6 +91,7 @@ class RunEntry:
             "duration_seconds": round(self.duration_seconds, 3),
             "stop_reason": self.stop_reason,
             "latest": self.latest,
+            "started": self.started,
             "report": self.link(),
         }
 
@@ -116,6 +119,11 @@ def _entry(path: Path, job_id: str, run_id: str, latest: str | None) -> RunEntry
     ]
     started = _seconds(data.get("started_at"))
     finished = _seconds(data.get("finished_at"))
+    steps = [step for step in data.get("steps") or [] if isinstance(step, dict)]
+    reached = any(
+        step.get("failure") or step.get("attempts") or step.get("status") not in (None, "pending")
+        for step in steps
+    )
     return RunEntry(
         job_id=job_id,
         run_id=run_id,
@@ -126,6 +134,7 @@ def _entry(path: Path, job_id: str, run_id: str, latest: str | None) -> RunEntry
         duration_seconds=max(finished - started, 0.0),
         stop_reason=str(data.get("stop_reason", "")),
         latest=run_id == latest,
+        started=reached,
     )
 
 

@@ -31,6 +31,17 @@ class _Model(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+class CauseSite(_Model):
+    """A function the verified patch changes, and whether the failing test ran it."""
+
+    file: str
+    function: str = Field(description="its qualified name; empty for the module level")
+    executed: bool | None = Field(
+        None,
+        description="the failing test executed it at reproduction (None: no trace recorded)",
+    )
+
+
 class StepReport(_Model):
     """One step of the job: its original failure, why it fails, and every attempt on it."""
 
@@ -48,6 +59,10 @@ class StepReport(_Model):
         None, description="path of steps/step-NNNN.patch when the step verified"
     )
     stop_reason: str = Field("", description="why the loop stopped on this step")
+    cause_sites: tuple[CauseSite, ...] = Field(
+        (),
+        description="where the verified patch changed the code (only when the step is fixed)",
+    )
 
 
 class JobReport(_Model):
@@ -114,9 +129,14 @@ class JobReport(_Model):
         return dict(sorted(value.items()))
 
 
-def report_to_json(report: JobReport) -> str:
-    """The report.json text: the model's JSON dump plus the schema tag, stable byte for byte."""
-    data: dict[str, Any] = {"schema": SCHEMA, **report.model_dump(mode="json")}
+def report_to_json(report: JobReport, first_screen: dict[str, Any] | None = None) -> str:
+    """The report.json text: the schema tag, the first screen (what a person reads first,
+    derived from the rest, see report/firstscreen.py) and the model's JSON dump, stable
+    byte for byte."""
+    data: dict[str, Any] = {"schema": SCHEMA}
+    if first_screen is not None:
+        data["first_screen"] = first_screen
+    data.update(report.model_dump(mode="json"))
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
 
@@ -129,6 +149,7 @@ def report_from_json(text: str, *, source: str = "report.json") -> JobReport:
     if not isinstance(data, dict):
         raise BadInput(f"{source}: expected a JSON object, got {type(data).__name__}")
     schema = data.pop("schema", None)
+    data.pop("first_screen", None)  # derived from the rest: rebuilt when rendered again
     if schema != SCHEMA:
         raise BadInput(f"{source}: schema is {schema!r}, expected {SCHEMA!r}")
     try:

@@ -20,6 +20,7 @@ from patchheal.errors import BadInput
 from patchheal.models import FailureClass, Outcome
 from patchheal.report import wording
 from patchheal.report.filters import FILTERS
+from patchheal.report.firstscreen import as_json, first_screen, one_line_error
 from patchheal.report.model import JobReport, StepReport, report_to_json
 
 if TYPE_CHECKING:
@@ -55,6 +56,7 @@ def environment() -> Environment:
         keep_trailing_newline=True,
     )
     env.filters.update(FILTERS)
+    env.filters["error_line"] = lambda message: one_line_error("", str(message))
     return env
 
 
@@ -82,6 +84,7 @@ def _not_patched_because(step: StepReport) -> str:
 
 
 def _context(report: JobReport) -> dict[str, Any]:
+    runbook = wording.runbook(report)
     attempts = [a for step in report.steps for a in step.attempts]
     present = {a.outcome for a in attempts}
     counts = Counter(a.outcome for a in attempts)
@@ -98,7 +101,9 @@ def _context(report: JobReport) -> dict[str, Any]:
         "not_patched": [
             (s, _not_patched_because(s)) for s in report.steps if s.status == "not_patchable"
         ],
-        "runbook": wording.runbook(report),
+        "runbook": runbook,
+        "first": first_screen(report, runbook),
+        "requeue": wording.requeue(report),
         "attempt_count": len(attempts),
         "elapsed": max(report.finished_at - report.started_at, 0.0),
         "totals": totals,
@@ -112,7 +117,7 @@ def _render_clean(template: str, clean: JobReport, scrub: Scrub) -> str:
 
 
 def _json_clean(clean: JobReport, scrub: Scrub) -> str:
-    text = report_to_json(clean)
+    text = report_to_json(clean, as_json(first_screen(clean, wording.runbook(clean))))
     final = scrub(text)
     try:
         json.loads(final)

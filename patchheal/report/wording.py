@@ -111,6 +111,15 @@ def headline(report: JobReport) -> str:
     return STATUS_MEANING[report.status]
 
 
+def requeue(report: JobReport) -> str:
+    """The Requeue row: what a scheduler should do with this job, in words that fit its status."""
+    if report.status == "fixed":
+        return "no need: the job is fixed"
+    if report.retryable:
+        return "yes: an outer scheduler may requeue it with backoff"
+    return "no: a rerun of the same job would stop the same way"
+
+
 # The attempt classes are the loop's words; a reader gets these.
 ATTEMPT_CLASS_MEANING: dict[str, str] = {
     "recovered": "fixed the step",
@@ -124,18 +133,32 @@ ATTEMPT_CLASS_MEANING: dict[str, str] = {
 
 def check_locally(report: JobReport) -> tuple[str, ...]:
     """The exact commands that check the verified branch: in the job's harness (what the
-    verdict saw), then in a worktree of one's own machine (a private temp dir, the job's
-    setup first)."""
+    verdict saw), then on one's own machine in a subshell that makes a temporary worktree
+    (detached at the branch, so the branch stays free for the next heal to publish to) and
+    a temporary virtual environment, runs the job's setup and steps there, and removes both
+    on its way out, also when a command fails (the EXIT trap)."""
     if report.status != "fixed" or not report.branch:
         return ()
+    repo = shlex.quote(report.repo)
     commands = [_harness_run(report, report.branch, step.command) for step in report.steps]
-    commands += [
+    cleanup = (
+        f'cd /; git -C {repo} worktree remove --force "$tree" 2>/dev/null; rm -rf "$tree" "$venv"'
+    )
+    body = [
+        "set -e",
         "tree=$(mktemp -d -t patchheal-check-XXXXXX)",
-        f'git -C {shlex.quote(report.repo)} worktree add "$tree" {shlex.quote(report.branch)}',
+        "venv=$(mktemp -d -t patchheal-venv-XXXXXX)",
+        f"trap {shlex.quote(cleanup)} EXIT",
+        f'git -C {repo} worktree add --quiet --detach "$tree" {shlex.quote(report.branch)}',
         'cd "$tree"',
+        # The system's packages stay visible (a test runner the job's setup does not
+        # install); whatever the setup installs goes into this venv alone.
+        'python3 -m venv --system-site-packages "$venv"',
+        '. "$venv/bin/activate"',
         *report.setup,
         *(step.command for step in report.steps),
     ]
+    commands += ["(", *(f"  {line}" for line in body), ")"]
     return tuple(commands)
 
 
@@ -227,12 +250,12 @@ def _status_actions(report: JobReport) -> list[str]:
     actions: list[str] = []
     if report.status in {"not_fixed", "manual_handoff"} and any(s.attempts for s in report.steps):
         actions.append(
-            "Look at any attempt above as a worktree (its base plus its diff): "
+            "Look at any attempt of the timeline as a worktree (its base plus its diff): "
             "`patchheal worktree open ATTEMPT`."
         )
     if report.status == "manual_handoff":
         actions.append(
-            "Fix it by hand from the timeline above, or raise the job's `[budget]` and "
+            "Fix it by hand from the timeline of attempts, or raise the job's `[budget]` and "
             "continue: `patchheal heal JOB.toml --resume`."
         )
     elif report.status in {"cancelled", "taken_over"}:

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from patchheal.errors import BadInput
-from patchheal.runs import DEFAULT_DB, state_dir_for
+from patchheal.runs import default_db, state_dir_for
 
 CRASH_DIR = "crash"
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -44,9 +44,7 @@ def candidate_dirs(argv: Sequence[str]) -> list[Path]:
     """Where a crash log of the command `argv` may go, best first."""
     dirs: list[Path] = []
     try:
-        state = state_dir_for(
-            _option(argv, "--db") or str(DEFAULT_DB), _option(argv, "--state-dir")
-        )
+        state = state_dir_for(_option(argv, "--db") or default_db(), _option(argv, "--state-dir"))
         dirs.append(state / CRASH_DIR)
     except (BadInput, ValueError, OSError):
         pass  # a server store without --state-dir: no folder of its own

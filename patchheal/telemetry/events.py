@@ -1,4 +1,4 @@
-"""The append-only event log of a job: `var/runs/<job-id>/events.jsonl`.
+"""The append-only event log of a job: `<state dir>/runs/<job-id>/events.jsonl`.
 
 An event is written (and fsync'd) before the state change it describes is
 committed to the store, so a crash can leave an event without its state

@@ -1,12 +1,11 @@
 """patchheal's own files inside the job's repository stay out of `git status`.
 
 Healing from inside a repository (`cd myproject && patchheal heal job.toml`)
-puts the default store `var/memory/attempts.sqlite3`, its runs `var/runs/`
-and the reports `reports/` under the working directory, that is, inside the
-repository being healed. They stay where they are (the defaults, and every
-read-only command run from the same directory, find them there), and are
-added to the repository's own `info/exclude`: git's per-clone ignore file,
-never committed, never shared, so nothing of the user's tracked content or
+puts the reports `reports/` (and a store named by a relative `--db`, with its
+runs) under the working directory, that is, inside the repository being healed.
+They stay where they are (every read-only command run from the same directory
+finds them there), and are added to the repository's own `info/exclude`: git's
+per-clone ignore file, never committed, never shared, so nothing of the user's tracked content or
 `.gitignore` changes. Only the exact paths patchheal writes are listed (the
 store file and its journal, `runs/`, the job's report folder and the index),
 so a `var/` or `reports/` folder of the project's own is not hidden.

@@ -73,6 +73,17 @@ def _restore_git_file(path: Path) -> None:
         marker.write_text(text, encoding="utf-8")
 
 
+def _checked_out_in(listing: str, ref: str) -> str | None:
+    """The worktree of `git worktree list --porcelain` that has `ref` checked out, if any."""
+    worktree = None
+    for line in listing.splitlines():
+        if line.startswith("worktree "):
+            worktree = line[len("worktree ") :]
+        elif line == f"branch {ref}":
+            return worktree or "a worktree of the repository"
+    return None
+
+
 class PublishRefused(BadInput):
     """publish() would touch a branch the user has checked out or would rewrite."""
 
@@ -342,10 +353,12 @@ class JobWorkspace:
             raise BadInput(f"{branch!r} is not a valid branch name")
         ref = f"refs/heads/{branch}"
         listing = git_out("worktree", "list", "--porcelain", cwd=self.repo)
-        if f"branch {ref}" in listing.splitlines():
+        if (holder := _checked_out_in(listing, ref)) is not None:
             raise PublishRefused(
-                f"refusing to publish onto {branch!r}: it is checked out in {self.repo} "
-                "(patchheal never moves a checked-out branch); choose another branch name"
+                f"refusing to publish onto {branch!r}: it is checked out in {holder} "
+                "(patchheal never moves a checked-out branch); remove that worktree "
+                f"(`git -C {self.repo} worktree remove {holder}`) or choose another branch "
+                "name (`[job] branch` or `heal --branch`)"
             )
         # Objects only: nothing in the user's repository points at them until update-ref.
         git_out(
