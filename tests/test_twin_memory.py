@@ -170,3 +170,26 @@ def test_a_file_that_is_not_the_planned_one_is_left_as_it_is(tmp_path: Path) -> 
     assert made.source(path, content + b"\n") is None
     assert made.source(str(tmp_path / "other.py"), content) is None
     assert collector.Twin([]).source(path, content) is None
+
+
+@pytest.mark.slow
+def test_between_two_runs_the_twin_shows_a_test_that_fails_as_it_is(tmp_path: Path) -> None:
+    """A twin placed between two runs runs the changed assert first as it is: pytest's
+    assertion-pass hook sees it pass (a real fix) or not (the bug is still there, or a
+    test that fails every other run failed here), and `still_failing` says which."""
+    from patchheal.verdict.twin import still_failing
+
+    tree, rel, style = _tree(tmp_path, "pytest")
+    content = (tree / rel).read_bytes()
+    twin = twin_file(content.decode(), [Target("t", (), "test_add")], Random(7), style=style)
+    assert not isinstance(twin, str)
+    line = twin.mutations[0].line
+    payload = twinchannel.payload([told(rel, content, twin, [line])])
+    test = "tests/test_calc.py::test_add"
+    fixed = _run(tree, "pytest", payload)
+    assert fixed.outcomes[test] == "failed"
+    assert still_failing(fixed, {test: line}) == ""
+    (tree / "calc.py").write_text(CALC.replace("a + b", "a - b"))
+    buggy = _run(tree, "pytest", payload)
+    assert buggy.outcomes[test] == "failed"
+    assert f"at line {line}" in still_failing(buggy, {test: line})

@@ -183,8 +183,8 @@ class TwinRun:
             )
         place = f"run {self.at + 1} of {self.budget.verify_runs + 1}"
         return (
-            f"; its impossible twin ({place}) failed as it must"
-            f" ({len(made.mutations)} test(s) changed)"
+            f"; its impossible twin failed as it must ({place},"
+            f" {len(made.mutations)} test(s) changed)"
             f"{_no_twin(made.missing, ' and ')}\nimpossible twin changed: {changed}"
         )
 
