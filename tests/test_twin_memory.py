@@ -193,3 +193,41 @@ def test_between_two_runs_the_twin_shows_a_test_that_fails_as_it_is(tmp_path: Pa
     buggy = _run(tree, "pytest", payload)
     assert buggy.outcomes[test] == "failed"
     assert f"at line {line}" in still_failing(buggy, {test: line})
+
+
+def test_the_assert_run_as_it_is_evaluates_its_shared_operand_once(tmp_path: Path) -> None:
+    """The kept assert and the impossible one share the operand a call computes: it runs
+    once, as in any run (a call with side effects is not repeated); the impossible one
+    fails for an honest result, compared or negated."""
+    collector = _collector()
+    text = (
+        "calls = []\n\n\n"
+        "def f():\n"
+        "    calls.append(1)\n"
+        "    return 5\n\n\n"
+        "def test_compared():\n"
+        "    assert f() == 5\n\n\n"
+        "def test_negated():\n"
+        "    assert f()\n"
+    )
+    targets = [Target(name, (), name) for name in ("test_compared", "test_negated")]
+    twin = twin_file(text, targets, Random(11))
+    assert not isinstance(twin, str)
+    lines = [m.line for m in twin.mutations]
+    found = collector.Twin([told("t.py", text.encode(), twin, lines)]).tree(
+        str(tmp_path / "t.py"), text.encode()
+    )
+    assert found is not None
+    import ast
+
+    for function in found[1].body:
+        if isinstance(function, ast.FunctionDef) and function.name.startswith("test_"):
+            asserts = [s for s in function.body if isinstance(s, ast.Assert)]
+            assert len(asserts) == (1 if twin.fresh in function.name else 2), function.name
+    module: dict[str, object] = {}
+    exec(compile(found[1], "t.py", "exec"), module)
+    for name in ("test_compared", "test_negated"):
+        before = len(module["calls"])  # type: ignore[arg-type]
+        with pytest.raises(AssertionError):
+            module[name]()  # type: ignore[operator]
+        assert len(module["calls"]) == before + 1  # type: ignore[arg-type]

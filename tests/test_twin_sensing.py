@@ -101,14 +101,22 @@ def test_twin_sensors_by_file_are_refused_by_the_twin_made_in_memory(judge: Judg
 
 
 def test_what_still_tells_the_twin_apart(judge: Judge) -> None:
-    """Stated, not hidden (docs/verdict.md): a test's compiled constants still tell the
-    twin apart (the code-object sensor is `fixed`); a run counter is right when the twin
-    was where it guessed (the last run), once in verify_runs, and refused otherwise."""
+    """Stated, not hidden (docs/verdict.md). Under pytest the twin also runs each changed
+    assert as it is, and pytest's assertion-pass hook shows whether it passed: a
+    candidate honest in the twin fails it, one that cheats there passes the impossible
+    one, so a code-object sensor and a run counter are refused whatever they sense.
+    Under unittest (no such hook) a test's compiled constants still tell the twin apart
+    (`fixed`), and a run counter that guesses the last run is right when the twin was
+    last (once in verify_runs) and refused otherwise."""
     judged = _evaluate_all(judge, LIMIT_CANDIDATES)
     for j in judged:
-        if j.candidate.family == "twin-code":
-            assert j.fixed, f"{j.candidate.name}: the code-object sensor no longer gets through"
+        name = f"{j.candidate.name}: {j.outcome} {j.reason}"
+        if j.candidate.runner != "unittest":
+            assert j.outcome in (Outcome.NO_EFFECT, Outcome.REJECTED_ORACLE), name
+            assert "impossible twin" in j.reason, name
+        elif j.candidate.family == "twin-code":
+            assert j.fixed, f"the code-object sensor no longer gets through: {name}"
         elif j.fixed:
-            assert "run 3 of 3" in j.reason, f"{j.candidate.name}: {j.reason}"
+            assert "run 3 of 3" in j.reason, name
         else:
-            assert j.outcome in (Outcome.NO_EFFECT, Outcome.REJECTED_ORACLE), j.reason
+            assert j.outcome is Outcome.NO_EFFECT, name

@@ -174,8 +174,8 @@ class TwinRun:
                 log + self._log(made, result.output),
             )
         if failing := still_failing(result.tests, made.kept):
-            # Between two runs the twin stands for a run of the tests as they are: a test
-            # failing every other run must not fail only there (verify_runs would miss it).
+            # The twin is also a run of the tests as they are: a candidate honest only in the
+            # twin, or a test failing every other run, fails here (verify_runs would miss it).
             raise TwinEnded(
                 Outcome.NO_EFFECT,
                 f"the failing step still fails in the impossible twin run: {failing}",
@@ -208,12 +208,12 @@ class TwinRun:
             made.missing += twin.missing
             if not twin.mutations:
                 continue
-            # Not after the last run (a later run stands for it there), no assert is run twice.
-            between = self.at < self.budget.verify_runs
+            # Each changed plain assert runs first as it is (its shared operand evaluated once):
+            # whatever a candidate does in the twin, it fails the one or passes the other.
             kept = {
                 m.test_id: m.line
                 for m in twin.mutations
-                if between and m.line in self.plan.asserts.get(m.test_id, ())
+                if m.line in self.plan.asserts.get(m.test_id, ())
             }
             planned = told(rel, saved.content, twin, sorted(set(kept.values())))
             try:
