@@ -14,8 +14,10 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from random import Random
 from types import ModuleType
@@ -27,8 +29,10 @@ from patchheal.harness.results import COLLECTORS, ResultsChannel
 from patchheal.loop.twins import told
 from patchheal.models import TestResults
 from patchheal.oracle.mutate import Target, twin_file
+from tests.collector_matrix import PYTEST_VERSIONS, venv_with_pytest
 
 CALC = "def add(a, b):\n    return a + b\n"
+MATRIX_CACHE = Path(tempfile.gettempdir()) / "patchheal-collector-matrix"
 PYTEST_TESTS = (
     "import os\n"
     "from calc import add\n\n\n"
@@ -99,7 +103,7 @@ def _tree(tmp_path: Path, runner: str) -> tuple[Path, str, str]:
     return tree, rel, "unittest" if unittest else "pytest"
 
 
-def _run(tree: Path, runner: str, payload: bytes | None) -> TestResults:
+def _run(tree: Path, runner: str | list[str], payload: bytes | None) -> TestResults:
     channel = ResultsChannel()
     try:
         base = {k: v for k, v in os.environ.items() if not k.startswith("PATCHHEAL_")}
@@ -108,7 +112,8 @@ def _run(tree: Path, runner: str, payload: bytes | None) -> TestResults:
             env = channel.environment(
                 base, results_dir=str(channel.host_dir), collectors=str(COLLECTORS)
             )
-        subprocess.run(RUNNERS[runner], cwd=tree, env=env, capture_output=True, timeout=120)
+        command = RUNNERS[runner] if isinstance(runner, str) else runner
+        subprocess.run(command, cwd=tree, env=env, capture_output=True, timeout=120)
         tests = channel.collect(tree)
         assert tests is not None
         return tests
@@ -231,3 +236,62 @@ def test_the_assert_run_as_it_is_evaluates_its_shared_operand_once(tmp_path: Pat
         with pytest.raises(AssertionError):
             module[name]()  # type: ignore[operator]
         assert len(module["calls"]) == before + 1  # type: ignore[arg-type]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("version", PYTEST_VERSIONS)
+def test_the_twin_is_made_in_memory_by_every_pytest_of_the_matrix(
+    tmp_path: Path, version: str
+) -> None:
+    """pytest 4.6 to 8 (this machine's is 9, above): the twin's test fails, the file is
+    untouched, and the run after the twin compiles the file as it is again."""
+    # pytest < 6 cannot rewrite asserts on Python >= 3.10: those on 3.9, as in the matrix.
+    python = sys.executable if version >= "6" else _python_3_9()
+    if python is None:
+        pytest.skip("no Python 3.9 on this machine")
+    venv = venv_with_pytest(MATRIX_CACHE, python, version)
+    command = [str(venv / "bin" / "python"), "-m", "pytest", "-q", "tests/test_calc.py"]
+    tree, rel, style = _tree(tmp_path, "pytest")
+    content = (tree / rel).read_bytes()
+    twin = twin_file(content.decode(), [Target("t", (), "test_add")], Random(5), style=style)
+    assert not isinstance(twin, str)
+    payload = twinchannel.payload([told(rel, content, twin, [twin.mutations[0].line])])
+    before = _stat(tree / rel)
+    test = "tests/test_calc.py::test_add"
+    assert _run(tree, command, None).outcomes[test] == "passed"
+    assert _run(tree, command, payload).outcomes[test] == "failed"
+    assert _run(tree, command, None).outcomes[test] == "passed"
+    assert _stat(tree / rel) == before
+
+
+def _python_3_9() -> str | None:
+    versions = Path(sys.executable).resolve().parents[2]
+    found = sorted(versions.glob("3.9.*/bin/python3"))
+    return str(found[0]) if found else shutil.which("python3.9")
+
+
+CHILD_TEST = (
+    "import subprocess\nimport sys\n\n\n"
+    "def test_a_child_imports_the_test_module():\n"
+    "    code = \"import sys; sys.path[:0] = ['tests', '.']; import test_calc; \"\n"
+    '    code += "test_calc.test_add()"\n'
+    "    assert subprocess.run([sys.executable, '-c', code]).returncode == 0\n"
+)
+
+
+@pytest.mark.slow
+def test_a_child_process_imports_the_twin_too(tmp_path: Path) -> None:
+    """A Python child the step's process starts with the inherited environment (as
+    pytest-xdist starts its workers) compiles the protected module from its twin too:
+    the blob is in the C-level environment it inherits, not in the parent's os.environ."""
+    tree, rel, style = _tree(tmp_path, "pytest")
+    (tree / "tests" / "test_child.py").write_text(CHILD_TEST)
+    content = (tree / rel).read_bytes()
+    twin = twin_file(content.decode(), [Target("t", (), "test_add")], Random(9), style=style)
+    assert not isinstance(twin, str)
+    payload = twinchannel.payload([told(rel, content, twin)])
+    command = [sys.executable, "-m", "pytest", "-q", "tests/test_child.py"]
+    child = "tests/test_child.py::test_a_child_imports_the_test_module"
+    assert _run(tree, command, None).outcomes[child] == "passed"
+    assert _run(tree, command, payload).outcomes[child] == "failed"
+    assert _run(tree, command, None).outcomes[child] == "passed"

@@ -285,3 +285,20 @@ def install() -> None:
     except Exception:
         files = []
     _wrap_loader(Twin(files if isinstance(files, list) else []))
+    _pass_to_children(blob)
+
+
+def _pass_to_children(blob: str) -> None:
+    """Children of this process inherit the blob, this process's code does not see it.
+
+    `os.putenv` sets the C-level environment only: `os.environ` (and so `os.getenv`)
+    no longer holds it, and `/proc/self/environ` shows the start-up block, scrubbed. A
+    child started with the inherited environment (`subprocess` without `env=`, as
+    pytest-xdist's workers are, `multiprocessing`, `os.exec*` without an environment)
+    gets it, and its own sitecustomize takes it out again, so the test modules a
+    child imports are the twin's too. A child given an environment built from
+    `os.environ` (`env=dict(os.environ)`, as tox does) does not, and runs the tests
+    as they are. Code of the step that starts a process to read it is a process start
+    the tripwire attributes; reading it through `ctypes` is `ctypes`, reported too."""
+    if blob:
+        os.putenv(ENV, blob)
