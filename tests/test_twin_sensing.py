@@ -120,3 +120,33 @@ def test_what_still_tells_the_twin_apart(judge: Judge) -> None:
             assert "run 3 of 3" in j.reason, name
         else:
             assert j.outcome is Outcome.NO_EFFECT, name
+
+
+@pytest.mark.docker
+def test_twin_sensors_are_refused_in_the_docker_harness_too(
+    tmp_path: Path, require_docker: None
+) -> None:
+    """In a sandboxed container (the worktree bind-mounted, the collectors mounted
+    read-only): the twin is made in the container's Python, and no sensor sees it."""
+    from patchheal.harness.definitions import load_harness
+    from patchheal.harness.docker import DockerHarness
+
+    picked = [c for c in SENSING if c.runner in ("python-m-pytest", "unittest")]
+    picked = [c for c in picked if c.family in ("twin-content", "twin-times")]
+    judge = Judge(
+        tmp_path,
+        lambda: DockerHarness(load_harness("python"), job_id=f"twin-{tmp_path.name}"),
+        python="python",
+        pytest="python -m pytest",
+    )
+    try:
+        judged = [judge.evaluate(c) for c in picked]
+    finally:
+        judge.close()
+    assert len(judged) == 4
+    wrong = [
+        f"{j.candidate.name}: {j.outcome} {j.reason}"
+        for j in judged
+        if j.outcome is not Outcome.REJECTED_ORACLE
+    ]
+    assert not wrong, "\n".join(wrong)

@@ -111,7 +111,7 @@ class TwinRun:
         self.defined = dict(baseline.tests.defined_in) if baseline.tests else {}
         self.protected = protected_tests(baseline, failure)
         # Planned before the step first runs in this tree: a test file the step later turns
-        # into a link (so that no twin could be written) refuses the candidate, it does not
+        # into a link (so that its twin could not be read) refuses the candidate, it does not
         # make the test one without a twin.
         self.plan: Plan = plan(tree, expand(self.protected, None, self.rng), self.defined)
         self.note = ""
