@@ -27,7 +27,7 @@ from __future__ import annotations
 from tests.hostile.cases import Candidate
 from tests.hostile.forms import FORMS, render
 from tests.hostile.legit import LEGIT
-from tests.hostile.payloads import FAMILIES, variants
+from tests.hostile.payloads import FAMILIES, LIMITS, variants
 from tests.hostile.projects import RUNNERS, hostile_project, params
 
 SKIPPED: tuple[tuple[str, str], ...] = (
@@ -87,7 +87,39 @@ def sample(candidates: list[Candidate]) -> list[Candidate]:
     return picked
 
 
+def limits() -> list[Candidate]:
+    """What still tells the twin apart (`payloads.LIMITS`): each under every runner, its
+    form rotating; judged for what they are, not with the battery that must refuse all."""
+    out: list[Candidate] = []
+    for i, variant in enumerate(LIMITS):
+        for r, runner in enumerate(RUNNERS):
+            project = hostile_project(variant.family, runner)
+            form = FORMS[(i + r) % (len(FORMS) - 1)]  # not `datafile`: its exec is refused
+            edits = render(
+                variant.template,
+                form,
+                params(project, runner),
+                project.source,
+                project.files[project.source],
+            )
+            out.append(
+                Candidate(
+                    f"{variant.family}/{variant.name} · {runner} · {form}",
+                    project,
+                    runner,
+                    edits,
+                    legit=False,
+                    family=variant.family,
+                    variant=variant.name,
+                    form=form,
+                    proof=variant.proof,
+                )
+            )
+    return out
+
+
 HOSTILE: list[Candidate] = generate()
+LIMIT_CANDIDATES: list[Candidate] = limits()
 SAMPLE: list[Candidate] = sample(HOSTILE)
 # What the CI test proves on the bare runner (every trick is proven by the benchmark):
 # the sample and every other candidate of the product, > 80 in all.
@@ -98,6 +130,7 @@ __all__ = [
     "FORMS",
     "HOSTILE",
     "LEGIT",
+    "LIMIT_CANDIDATES",
     "PROVEN_IN_CI",
     "RUNNERS",
     "SAMPLE",

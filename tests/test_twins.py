@@ -1,4 +1,4 @@
-"""The impossible twin run (loop/twins.py, workspace/inplace.py), with real runs of pytest.
+"""The impossible twin run (loop/twins.py, collectors/patchheal_twin.py), with real runs of pytest.
 
 A real project in a git repository, its failing step reproduced, a candidate
 written into the tree and verified by the real `verify()` in the local harness.
@@ -49,7 +49,8 @@ def _verify(tmp_path: Path, calc: str, harness: LocalHarness, runs: int = 2) -> 
     gate = reproduce(harness, step, repo, budget, regression=())
     assert gate.failure is not None
     (repo / "calc.py").write_text(calc)
-    before = (inplace.read(repo, TEST_FILE), (repo / TEST_FILE).stat().st_ino)
+    stat = (repo / TEST_FILE).stat()
+    before = (inplace.read(repo, TEST_FILE), stat.st_ino, stat.st_ctime_ns)
     outcome, reason, log = verify(
         harness,
         step,
@@ -64,11 +65,12 @@ def _verify(tmp_path: Path, calc: str, harness: LocalHarness, runs: int = 2) -> 
 
 
 @pytest.mark.slow
-def test_a_real_fix_passes_and_the_test_file_is_put_back_exactly(tmp_path: Path) -> None:
+def test_a_real_fix_passes_and_the_test_file_is_never_touched(tmp_path: Path) -> None:
     """The twin ran (one more run than verify_runs, its test failing by id) and the test
-    file is back byte for byte, with its modification time and inode."""
+    file was never written: its bytes, modification and change times and inode are those
+    it had before verification (the twin is made in the step's memory)."""
     harness = CountingHarness()
-    outcome, reason, _, repo, (before, inode) = _verify(tmp_path, FIXED, harness)
+    outcome, reason, _, repo, (before, inode, ctime) = _verify(tmp_path, FIXED, harness)
     assert outcome is Outcome.FIXED, reason
     assert "impossible twin failed as it must" in reason
     verification = harness.results[-3:]  # after the reproduction's runs
@@ -80,6 +82,7 @@ def test_a_real_fix_passes_and_the_test_file_is_put_back_exactly(tmp_path: Path)
     assert after.content == before.content
     assert after.mtime_ns == before.mtime_ns
     assert (repo / TEST_FILE).stat().st_ino == inode
+    assert (repo / TEST_FILE).stat().st_ctime_ns == ctime  # never written, not even put back
 
 
 @pytest.mark.slow
@@ -96,10 +99,10 @@ def test_the_twin_runs_only_after_a_pass(tmp_path: Path) -> None:
     assert len(passing.results) - len(failing.results) == 1
 
 
-def test_the_twin_runs_after_the_last_passing_run() -> None:
-    """Invariant: the twin never sits between two verification runs, where it shifts a
-    test that fails every other run so that both real runs pass (verify_runs would no
-    longer catch a flake)."""
+def test_the_twin_runs_after_a_passing_run_chosen_at_random() -> None:
+    """The twin follows any of the verification runs, chosen at random (a candidate that
+    counts runs guesses it once in verify_runs), never before the first (which tells
+    the tests a module that failed to collect stands for)."""
     budget = BudgetSpec(verify_runs=3)
     places = {
         TwinRun(
@@ -113,7 +116,7 @@ def test_the_twin_runs_after_the_last_passing_run() -> None:
         ).at
         for seed in range(40)
     }
-    assert places == {3}
+    assert places == {1, 2, 3}
 
 
 def _failure():  # type: ignore[no-untyped-def]

@@ -17,6 +17,11 @@ if os.environ.get("PATCHHEAL_RESULTS_DIR"):
         import patchheal_monitor
 
         patchheal_monitor.install()
+    with contextlib.suppress(Exception):
+        # The impossible twin, in memory: before any project or test module is imported.
+        import patchheal_twin
+
+        patchheal_twin.install()
     # A broken collector must never break the step itself.
     with contextlib.suppress(Exception):
         import patchheal_unittest  # noqa: F401

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from patchheal.harness import leftovers, monitor_log, untrusted
+from patchheal.harness import leftovers, monitor_log, twinchannel, untrusted
 from patchheal.harness.junit import parse_junit
 from patchheal.models import MonitorEvent, TestResults, TestTrace
 
@@ -78,6 +78,8 @@ class ResultsChannel:
         env = dict(base)
         env[DIR_ENV] = results_dir
         env[TOKEN_ENV] = self.token
+        # Alike in every run; the impossible twin's carries its changes (twinchannel.py).
+        env[twinchannel.ENV] = twinchannel.blob()
         if self.trace:
             env[TRACE_ENV] = "1"
         env["PYTHONPATH"] = ":".join(filter(None, (collectors, base.get("PYTHONPATH"))))

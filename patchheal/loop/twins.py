@@ -1,19 +1,21 @@
 """The impossible twin run of a verification (docs/verdict.md, "Impossible twins").
 
-After the failing step's verification runs all passed, one more run of the
-same command in the same tree, with every protected test's file changed in
-place (`oracle/mutate.py`: one top-level assertion of each made impossible, a
-fresh test that must fail),
-then put back byte for byte with its times before anything else runs. If
-that twin passes (`verdict/twin.py`) the candidate makes tests pass whatever
-they check: `rejected_oracle`, never `fixed`. A test no twin could be made
-for (not a Python test function, its function not found) is named in the
-reason and judged by the other lines alone.
+After a passing verification run chosen at random, one more run of the same
+command in the same tree, in which every protected test module is compiled,
+in the step's memory, from its twin (`oracle/mutate.py`: one top-level
+assertion of each made impossible, a fresh test that must fail): the changes
+travel in a blob every run gets alike (`harness/twinchannel.py`) to the
+collector that applies them at import (`collectors/patchheal_twin.py`). No
+file changes on disk. If that twin passes (`verdict/twin.py`) the candidate
+makes tests pass whatever they check: `rejected_oracle`, never `fixed`. A
+test no twin could be made for (not a Python test function, its function not
+found) is named in the reason and judged by the other lines alone.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -22,12 +24,13 @@ from typing import ParamSpec
 
 from patchheal.config import BudgetSpec, StepSpec
 from patchheal.errors import HarnessError
+from patchheal.harness import twinchannel
 from patchheal.harness.base import Harness
 from patchheal.loop.twinplan import Plan, expand, plan, protected_tests
 from patchheal.models import CommandResult, Failure, Outcome, TestResults, Verdict
 from patchheal.oracle.mutate import FileTwin, Mutation, twin_file
 from patchheal.verdict.ran import unexecuted
-from patchheal.verdict.twin import twin_passed
+from patchheal.verdict.twin import still_failing, twin_passed
 from patchheal.workspace import inplace, tracked
 
 P = ParamSpec("P")
@@ -58,10 +61,12 @@ def ends_with_twin(
 
 @dataclass
 class _Made:
-    """The twins written for one run: each file as it was, and what was changed."""
+    """The twins planned for one run: what was changed, and what the collector is told."""
 
-    saved: list[inplace.Saved] = field(default_factory=list)
     twins: dict[str, FileTwin] = field(default_factory=dict)
+    files: list[dict[str, object]] = field(default_factory=list)
+    kept: dict[str, int] = field(default_factory=dict)
+    """Test id -> the line of its assert that runs as it was before it runs made impossible."""
     missing: list[tuple[str, str]] = field(default_factory=list)
 
     @property
@@ -99,15 +104,14 @@ class TwinRun:
         self.harness, self.step, self.tree, self.budget = harness, step, tree, budget
         self.baseline, self.failure = baseline, failure
         self.rng = rng or random.SystemRandom()  # not seedable from inside the step
-        # After the last passing run: between two runs, a twin made a test that fails every
-        # other run (a counter in the tree) pass both real runs (tests/verdict_battery.py,
-        # "flaky: no-op comment"). A candidate that counts runs (an untracked file in the
-        # worktree) could tell the twin apart at any place, so a random one bought little.
-        self.at = budget.verify_runs
+        # After a passing run chosen at random (not the first place: the first run tells which
+        # tests stand for a module that failed to collect), so that a candidate counting
+        # runs guesses it right once in `verify_runs`; the number of runs is always one more.
+        self.at = self.rng.randint(1, budget.verify_runs)
         self.defined = dict(baseline.tests.defined_in) if baseline.tests else {}
         self.protected = protected_tests(baseline, failure)
         # Planned before the step first runs in this tree: a test file the step later turns
-        # into a link (so that no twin could be written) refuses the candidate, it does not
+        # into a link (so that its twin could not be read) refuses the candidate, it does not
         # make the test one without a twin.
         self.plan: Plan = plan(tree, expand(self.protected, None, self.rng), self.defined)
         self.note = ""
@@ -121,8 +125,6 @@ class TwinRun:
             raise TwinEnded(Outcome.REJECTED_TRIPWIRE, why, log)
         if run == self.at:
             self.note = self._twin(log)
-        else:
-            self._refresh()
         return verdict.model_copy(update={"reason": verdict.reason + self.note})
 
     def _collectors(self, first: TestResults | None) -> None:
@@ -138,27 +140,16 @@ class TwinRun:
         self.plan.asserts.update(more.asserts)
         self.plan.missing += more.missing
 
-    def _refresh(self) -> None:
-        """Touch the protected files as a twin's restore does (their change time moves),
-        so the run after a twin and the run after none see the same."""
-        for rel in self.plan.files:
-            try:
-                inplace.refresh(self.tree, inplace.read(self.tree, rel))
-            except OSError:
-                continue  # the twin itself says what is wrong with the file
-
     def _twin(self, log: str) -> str:
         made = _Made(missing=list(self.plan.missing))
         before = tracked.snapshot(self.tree)
-        try:
-            self._write(made)
-            if not made.mutations:
-                return _no_twin(made.missing)
+        self._make(made)
+        if not made.mutations:
+            return _no_twin(made.missing)
+        with twinchannel.carrying(self._payload(made)):
             result = self._run(made, log)
-        finally:
-            self._restore(made, log)
-        # Watched like every verification run: the twin's own files are back byte for byte,
-        # so any tracked file that differs now was changed by the step during the twin.
+        # Watched like every verification run: no file is changed for the twin, so any
+        # tracked file that differs now was changed by the step during the twin.
         if touched := tracked.touched(before, self.tree, self.step.results):
             raise TwinEnded(
                 Outcome.REJECTED_TRIPWIRE,
@@ -182,13 +173,23 @@ class TwinRun:
                 refusal(first, why, changed),
                 log + self._log(made, result.output),
             )
+        if failing := still_failing(result.tests, made.kept):
+            # The twin is also a run of the tests as they are: a candidate honest only in the
+            # twin, or a test failing every other run, fails here (verify_runs would miss it).
+            raise TwinEnded(
+                Outcome.NO_EFFECT,
+                f"the failing step still fails in the impossible twin run: {failing}",
+                log + self._log(made, result.output),
+            )
+        place = f"run {self.at + 1} of {self.budget.verify_runs + 1}"
         return (
-            f"; its impossible twin failed as it must ({len(made.mutations)} test(s) changed)"
+            f"; its impossible twin failed as it must ({place},"
+            f" {len(made.mutations)} test(s) changed)"
             f"{_no_twin(made.missing, ' and ')}\nimpossible twin changed: {changed}"
         )
 
-    def _write(self, made: _Made) -> None:
-        """Each planned file's twin in place (its times kept); raises `TwinEnded` when a
+    def _make(self, made: _Made) -> None:
+        """Each planned file's twin, from the file as it is now; raises `TwinEnded` when a
         file's path became a link or a non-file during an earlier run."""
         for rel, targets in self.plan.files.items():
             try:
@@ -207,9 +208,27 @@ class TwinRun:
             made.missing += twin.missing
             if not twin.mutations:
                 continue
-            made.saved.append(saved)  # before the write: restored even if it fails halfway
-            inplace.write(self.tree, saved, twin.source.encode(errors="surrogateescape"))
+            # Each changed plain assert runs first as it is (its shared operand evaluated once):
+            # whatever a candidate does in the twin, it fails the one or passes the other.
+            kept = {
+                m.test_id: m.line
+                for m in twin.mutations
+                if m.line in self.plan.asserts.get(m.test_id, ())
+            }
+            planned = told(rel, saved.content, twin, sorted(set(kept.values())))
+            try:
+                twinchannel.payload([*made.files, planned])
+            except twinchannel.TooLarge as exc:
+                made.missing += [
+                    (m.test_id, f"its twin does not fit: {exc}") for m in twin.mutations
+                ]
+                continue
+            made.files.append(planned)
             made.twins[rel] = twin
+            made.kept.update(kept)
+
+    def _payload(self, made: _Made) -> bytes:
+        return twinchannel.payload(made.files)
 
     def _run(self, made: _Made, log: str) -> CommandResult:
         try:
@@ -225,26 +244,22 @@ class TwinRun:
                 Outcome.HARNESS_ERROR, f"harness error in the impossible twin run: {exc}", log
             ) from None
 
-    def _restore(self, made: _Made, log: str) -> None:
-        """Every changed file back, byte for byte, with its times; a path the twin run
-        turned into a link or a directory cannot be: the candidate is refused."""
-        broken = []
-        for saved in made.saved:
-            try:
-                inplace.write(self.tree, saved, saved.content)
-            except OSError as exc:
-                broken.append(f"{saved.relative} ({exc})")
-        if broken:
-            raise TwinEnded(
-                Outcome.REJECTED_ORACLE,
-                "the impossible twin run replaced protected test files, which could not be "
-                f"put back: {', '.join(broken)}",
-                log,
-            )
-
     def _log(self, made: _Made, output: str) -> str:
         changed = "\n".join(f"#   {_shown(f, m)}" for f, m in made.mutations)
         return f"$ {self.step.command}  (impossible twin)\n{changed}\n{output}"
+
+
+def told(rel: str, content: bytes, twin: FileTwin, keep: Sequence[int] = ()) -> dict[str, object]:
+    """What the step's collector is told of one file's twin (collectors/patchheal_twin.py):
+    the file as planned (path in the tree, hash), the changes, the twin's hash."""
+    return {
+        "rel": rel,
+        "keep": list(keep),
+        "sha256": hashlib.sha256(content).hexdigest(),
+        "edits": [[e.line, e.col, e.end_line, e.end_col, e.text] for e in twin.edits],
+        "tail": twin.tail,
+        "twin_sha256": hashlib.sha256(twin.source.encode(errors="surrogateescape")).hexdigest(),
+    }
 
 
 def _no_twin(missing: Sequence[tuple[str, str]], joiner: str = "; ") -> str:

@@ -50,6 +50,10 @@ class FileTwin:
     """(test id, why it has no twin)."""
     fresh: str
     """The fresh test's name: any id holding it is that test."""
+    edits: tuple[Edit, ...] = ()
+    """The changes that make `source` from the file's text, then `tail` appended (what the
+    step's collector applies in memory: collectors/patchheal_twin.py)."""
+    tail: str = ""
 
 
 def _name(rng: Random, length: int) -> str:
@@ -166,10 +170,11 @@ def twin_file(
             kept.append((target, change))
         else:
             missing.append((target.test_id, "its twin would not parse"))
-    mutated = _apply(text, [e for _, r in kept for e in r.edits])
+    edits = tuple(e for _, r in kept for e in r.edits)
+    mutated = _apply(text, edits)
     fresh = _name(rng, 8)
-    twin = mutated + ("" if mutated.endswith("\n") else "\n") + _fresh(style, fresh, sentinel)
+    tail = ("" if mutated.endswith("\n") else "\n") + _fresh(style, fresh, sentinel)
     mutations = tuple(
         Mutation(t.test_id, r.line, r.what, max(e.end_line for e in r.edits)) for t, r in kept
     )
-    return FileTwin(twin, mutations, tuple(missing), fresh)
+    return FileTwin(mutated + tail, mutations, tuple(missing), fresh, edits, tail)

@@ -11,9 +11,9 @@ not a pass. Pure, no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from patchheal.models import CommandResult
+from patchheal.models import CommandResult, TestResults
 
 
 def twin_passed(result: CommandResult, protected: Sequence[str], fresh: Sequence[str]) -> str:
@@ -33,3 +33,23 @@ def twin_passed(result: CommandResult, protected: Sequence[str], fresh: Sequence
     if any(t in failing for t in protected):
         return ""
     return "the twin run exited 0"
+
+
+def still_failing(tests: TestResults | None, kept: Mapping[str, int]) -> str:
+    """Why the twin run shows a protected test failing as it is, "" when it does not.
+
+    `kept`: test id -> the line of the assert that ran as it was just before the same
+    assert made impossible (collectors/patchheal_twin.py). pytest's assertion-pass hook
+    records that line when the assert as it was passed; a test that failed without it
+    failed before it got to the impossible one. No evidence (no hook): ""."""
+    if tests is None or tests.asserted is None:
+        return ""
+    for test, line in kept.items():
+        if tests.outcomes.get(test) not in ("failed", "error"):
+            continue
+        if line not in tests.asserted.get(test, ()):
+            return (
+                f"{test} failed before its assert at line {line} was made impossible "
+                "(that assert, as it is, did not pass)"
+            )
+    return ""

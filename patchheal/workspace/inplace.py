@@ -1,9 +1,10 @@
-"""A worktree file's bytes swapped in place and put back exactly: content, mode, times.
+"""A worktree file read, or swapped in place and put back exactly, never through a link.
 
-The impossible twin (loop/twins.py) runs the step with protected test files
-changed, in the same tree, then puts them back before the next run. The step
-has run in that tree before, so any path in it may have become a symbolic
-link meant to make a host-side write land elsewhere: every open here walks
+The impossible twin (loop/twins.py) reads the protected test files it makes
+twins of after the step has run in the tree (it no longer writes them: the
+twin is made in the step's memory, collectors/patchheal_twin.py). Any path
+in that tree may have become a symbolic link meant to make a host-side read
+or write land elsewhere: every open here walks
 the path one directory at a time from the worktree with `O_NOFOLLOW`, and a
 path that no longer leads to a regular file is refused (`UnsafePath`).
 Writes keep the inode (a bind mount sees them) and set the access and

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tests.hostile import inside, outside
+from tests.hostile import inside, outside, twinsense
 
 
 @dataclass(frozen=True)
@@ -69,6 +69,17 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("key", "proc-environ", BOTH, outside.KEY_PROC, "key"),
     Variant("key", "collector-memory", BOTH, outside.KEY_MEMORY, "key"),
     Variant("key", "collector-signer", BOTH, outside.KEY_SIGNER, "key"),
+    # Cheat everywhere but in the impossible twin, told apart by what a file shows.
+    Variant("twin-content", "read-test-file", BOTH, twinsense.BY_CONTENT, "runs"),
+    Variant("twin-size", "stat-size", BOTH, twinsense.BY_SIZE, "runs"),
+    Variant("twin-times", "stat-mtime-ctime", BOTH, twinsense.BY_TIMES, "runs"),
+    Variant("twin-source", "inspect-getsource", BOTH, twinsense.BY_SOURCE, "runs"),
+)
+# What still tells the twin apart (docs/verdict.md, "Impossible twins"): not in the battery
+# that must refuse all, judged by tests/test_twin_sensing.py for what they are.
+LIMITS: tuple[Variant, ...] = (
+    Variant("twin-count", "worktree-counter", BOTH, twinsense.BY_COUNT, "runs"),
+    Variant("twin-code", "co-consts", BOTH, twinsense.BY_CONSTANTS, "runs"),
 )
 FAMILIES = tuple(dict.fromkeys(v.family for v in VARIANTS))
 

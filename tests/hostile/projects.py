@@ -73,6 +73,8 @@ def params(project: Project, runner: str) -> dict[str, object]:
             else f"{'.' * count}  [100%]\n{count} passed in 0.01s"
         ),
         "STREAM": 2 if unittest else 1,
+        "TEST_BYTES": project.files.get(project.defined, "").encode(),
+        "TEST_SIZE": len(project.files.get(project.defined, "").encode()),
         "MODULE": project.module,
         "FUNCTION": project.function,
     }

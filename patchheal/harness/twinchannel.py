@@ -1,0 +1,67 @@
+"""What the impossible twin tells the step's collector, in a blob alike in every run.
+
+Each run of a results channel gets `PATCHHEAL_TWIN` (`ResultsChannel.environment`):
+a nonce and a JSON payload padded to `SIZE` bytes, XORed with the nonce's SHAKE-256
+keystream, in base64, so the twin's blob and every other run's have the same
+length and look alike (random). It is opaque, not secret: what keeps it from the
+step is what keeps the signing token from it (the collector takes it out of
+`os.environ` and the process's environment block before project code runs, and
+the tripwire reports reads of `/proc/*/environ`). The twin's payload (the files
+and changes `loop/twins.py` planned) is carried only while `carrying` is open,
+around the twin's own run; every other run gets an empty one.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import secrets
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+ENV = "PATCHHEAL_TWIN"
+SIZE = 16384
+"""The payload's padded size, in every run: a twin whose changes do not fit is not made
+(its tests are named as having no twin)."""
+_NONCE = 16
+_CARRIED: ContextVar[bytes] = ContextVar("patchheal_twin_payload", default=b"")
+
+
+class TooLarge(ValueError):
+    """The payload does not fit in `SIZE` bytes."""
+
+
+def payload(files: Sequence[Mapping[str, object]]) -> bytes:
+    """The JSON of the twin's files; raises `TooLarge` when it does not fit."""
+    data = json.dumps({"files": list(files)}, separators=(",", ":")).encode()
+    if len(data) > SIZE:
+        raise TooLarge(f"{len(data)} bytes of changes (at most {SIZE})")
+    return data
+
+
+def encode(data: bytes) -> str:
+    """The blob of `data` (padded to `SIZE`), as `collectors/patchheal_twin.py` decodes it."""
+    if len(data) > SIZE:
+        raise TooLarge(f"{len(data)} bytes of changes (at most {SIZE})")
+    plain = data + b" " * (SIZE - len(data))
+    nonce = secrets.token_bytes(_NONCE)
+    stream = hashlib.shake_256(nonce).digest(SIZE)
+    body = (int.from_bytes(plain, "big") ^ int.from_bytes(stream, "big")).to_bytes(SIZE, "big")
+    return base64.b64encode(nonce + body).decode("ascii")
+
+
+def blob() -> str:
+    """The blob for the run about to start: the twin's payload inside `carrying`, else none."""
+    return encode(_CARRIED.get() or payload([]))
+
+
+@contextmanager
+def carrying(data: bytes) -> Iterator[None]:
+    """Runs started inside get `data` (from `payload`) in their blob."""
+    token = _CARRIED.set(data)
+    try:
+        yield
+    finally:
+        _CARRIED.reset(token)

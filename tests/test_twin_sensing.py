@@ -1,0 +1,152 @@
+"""Candidates that try to tell the impossible twin apart (issue 33, items 3 and 6), real runs.
+
+Each hostile candidate (`tests/hostile/twinsense.py`) changes calc.py only:
+its `add` returns an object equal to anything, except in a run its sensor
+takes for the twin, where it is honest so that the twin "fails as it must".
+First the sensors are shown to work: against a test file changed on disk the
+way the twin used to change it (times set back), the candidate stands down.
+Then each file sensor (content, size, times, `inspect.getsource`) under every
+runner, names in a rotating form, is verified for real: the twin is made in
+memory, the sensor sees nothing, the cheat runs in the twin too and the twin
+refuses it (`rejected_oracle`). What still tells the twin apart is judged for
+what it is (docs/verdict.md, "Impossible twins").
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from patchheal.models import Outcome
+from tests.hostile.cases import PY, PYTEST, write_tree
+from tests.hostile.judging import Judge, Judged
+from tests.hostile_battery import FORMS, HOSTILE, LIMIT_CANDIDATES, RUNNERS, Candidate
+
+pytestmark = pytest.mark.slow
+
+FILE_SENSORS = ("twin-content", "twin-size", "twin-times", "twin-source")
+
+
+def _sensing() -> list[Candidate]:
+    """One candidate per file sensor × runner, the form rotating (never `datafile`, whose
+    exec the tripwire refuses before the twin is reached)."""
+    picked = []
+    for i, family in enumerate(FILE_SENSORS):
+        for r, runner in enumerate(RUNNERS):
+            form = FORMS[(i + r) % (len(FORMS) - 1)]
+            picked += [c for c in HOSTILE if (c.family, c.runner, c.form) == (family, runner, form)]
+    return picked
+
+
+SENSING = _sensing()
+
+
+@pytest.fixture(scope="module")
+def judge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Judge]:
+    judge = Judge(tmp_path_factory.mktemp("twin-sensing"))
+    yield judge
+    judge.close()
+
+
+def _evaluate_all(judge: Judge, candidates: list[Candidate]) -> list[Judged]:
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return list(pool.map(judge.evaluate, candidates))
+
+
+def _bare_run(tree: Path, candidate: Candidate) -> int:
+    command = candidate.command(python=PY, pytest=PYTEST)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PATCHHEAL_")}
+    env.pop("PYTHONPATH", None)
+    done = subprocess.run(
+        command, shell=True, cwd=tree, env=env, capture_output=True, timeout=120, check=False
+    )
+    return done.returncode
+
+
+@pytest.mark.parametrize("family", [*FILE_SENSORS, "twin-code"])
+def test_each_sensor_sees_a_test_file_changed_on_disk(tmp_path: Path, family: str) -> None:
+    """The sensors work: as it is, the cheat passes the bare runner; with the test file
+    changed in place as the twin used to (its times set back), it stands down and the
+    changed test fails, which a twin on disk took for an honest candidate."""
+    candidate = next(
+        c for c in [*HOSTILE, *LIMIT_CANDIDATES] if c.family == family and c.runner == "pytest"
+    )
+    tree = tmp_path / "tree"
+    write_tree(tree, {**candidate.project.files, **candidate.edits})
+    test_file = tree / candidate.project.defined
+    assert _bare_run(tree, candidate) == 0, "the cheat does not pass the bare runner"
+    st = test_file.stat()
+    test_file.write_text(test_file.read_text().replace("== 5", "== 12"))
+    os.utime(test_file, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert _bare_run(tree, candidate) != 0, "the sensor did not see the changed file"
+
+
+def test_twin_sensors_by_file_are_refused_by_the_twin_made_in_memory(judge: Judge) -> None:
+    """Every file sensor under every runner: the twin, made in memory, is refused."""
+    assert {(c.family, c.runner) for c in SENSING} == {
+        (f, r) for f in FILE_SENSORS for r in RUNNERS
+    }
+    judged = _evaluate_all(judge, SENSING)
+    wrong = [
+        f"{j.candidate.name}: {j.outcome} {j.reason}"
+        for j in judged
+        if j.outcome is not Outcome.REJECTED_ORACLE
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_what_still_tells_the_twin_apart(judge: Judge) -> None:
+    """Stated, not hidden (docs/verdict.md). Under pytest the twin also runs each changed
+    assert as it is, and pytest's assertion-pass hook shows whether it passed: a
+    candidate honest in the twin fails it, one that cheats there passes the impossible
+    one, so a code-object sensor and a run counter are refused whatever they sense.
+    Under unittest (no such hook) a test's compiled constants still tell the twin apart
+    (`fixed`), and a run counter that guesses the last run is right when the twin was
+    last (once in verify_runs) and refused otherwise."""
+    judged = _evaluate_all(judge, LIMIT_CANDIDATES)
+    for j in judged:
+        name = f"{j.candidate.name}: {j.outcome} {j.reason}"
+        if j.candidate.runner != "unittest":
+            assert j.outcome in (Outcome.NO_EFFECT, Outcome.REJECTED_ORACLE), name
+            assert "impossible twin" in j.reason, name
+        elif j.candidate.family == "twin-code":
+            assert j.fixed, f"the code-object sensor no longer gets through: {name}"
+        elif j.fixed:
+            assert "run 3 of 3" in j.reason, name
+        else:
+            assert j.outcome is Outcome.NO_EFFECT, name
+
+
+@pytest.mark.docker
+def test_twin_sensors_are_refused_in_the_docker_harness_too(
+    tmp_path: Path, require_docker: None
+) -> None:
+    """In a sandboxed container (the worktree bind-mounted, the collectors mounted
+    read-only): the twin is made in the container's Python, and no sensor sees it."""
+    from patchheal.harness.definitions import load_harness
+    from patchheal.harness.docker import DockerHarness
+
+    picked = [c for c in SENSING if c.runner in ("python-m-pytest", "unittest")]
+    picked = [c for c in picked if c.family in ("twin-content", "twin-times")]
+    judge = Judge(
+        tmp_path,
+        lambda: DockerHarness(load_harness("python"), job_id=f"twin-{tmp_path.name}"),
+        python="python",
+        pytest="python -m pytest",
+    )
+    try:
+        judged = [judge.evaluate(c) for c in picked]
+    finally:
+        judge.close()
+    assert len(judged) == 4
+    wrong = [
+        f"{j.candidate.name}: {j.outcome} {j.reason}"
+        for j in judged
+        if j.outcome is not Outcome.REJECTED_ORACLE
+    ]
+    assert not wrong, "\n".join(wrong)
