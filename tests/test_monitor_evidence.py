@@ -214,3 +214,35 @@ def test_a_clean_run_has_no_runner_change_and_no_rewrite(tmp_path: Path) -> None
         "test_calc.py::test_add": ("test_calc.py:10",),
         "test_calc.py::T::test_u": ("test_calc.py:15",),
     }
+
+
+def test_a_test_that_runs_tests_inside_it_keeps_its_own_evidence(tmp_path: Path) -> None:
+    """A test running an inner suite (testing a test tool) goes on as itself afterwards:
+    its later assertions are its own, not the inner test's."""
+    repo = _project(
+        tmp_path,
+        {
+            "calc.py": CALC,
+            "test_calc.py": """
+                import io
+                import unittest
+                from calc import add
+
+
+                class Inner(unittest.TestCase):
+                    def runTest(self):
+                        self.assertEqual(add(1, 1), 2)
+
+
+                class Outer(unittest.TestCase):
+                    def test_outer(self):
+                        result = unittest.TextTestRunner(stream=io.StringIO()).run(Inner())
+                        self.assertTrue(result.wasSuccessful())
+            """,
+        },
+    )
+    tests = _run(repo, UNITTEST)
+    assert tests.outcomes["test_calc.Outer.test_outer"] == "passed"
+    assert tests.asserted is not None
+    assert tests.asserted["test_calc.Outer.test_outer"] == ("test_calc.py:14",)
+    assert tests.asserted["test_calc.Inner.runTest"] == ("test_calc.py:8",)

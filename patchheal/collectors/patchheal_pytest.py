@@ -100,6 +100,10 @@ def pytest_runtest_logstart(nodeid: str, location: Any) -> None:
     _guard.run(_stream, "start", nodeid)
 
 
+def pytest_runtest_logfinish(nodeid: str, location: Any) -> None:
+    _guard.run(_stream, "stop", nodeid)
+
+
 def _record(test_id: str, outcome: str) -> None:
     _outcomes[test_id] = channel.worst(_outcomes.get(test_id), outcome)
     _stream("outcome", test_id, outcome)

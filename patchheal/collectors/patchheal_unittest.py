@@ -80,6 +80,18 @@ def _start(test: Any) -> None:
     sys.audit(TEST_EVENT, "start", names.test_id(test), "")
 
 
+def _stop(test: Any) -> None:
+    sys.audit(TEST_EVENT, "stop", names.test_id(test), "")
+
+
+def _stop_test(original: Any) -> Any:
+    def stopTest(self: Any, test: Any) -> Any:
+        _guard.run(_stop, test)
+        return original(self, test)
+
+    return stopTest
+
+
 def _wrap_outcome(name: str, outcome: str) -> Any:
     original = getattr(_Result, name)
 
@@ -146,6 +158,7 @@ def _install() -> None:
     wrapped = {name: _wrap_outcome(name, outcome) for name, outcome in _OUTCOME.items()}
     wrapped["startTest"] = _start_test(_Result.startTest)
     wrapped["addSubTest"] = _add_subtest(_Result.addSubTest)
+    wrapped["stopTest"] = _stop_test(_Result.stopTest)
     stop = _stop_test_run(_Result.stopTestRun)
     names.install(_guard)
     for name, wrapper in wrapped.items():
@@ -177,7 +190,14 @@ _METHODS = {
     "TestCase": ("run", "__call__", "_callTestMethod", "_callSetUp", "_callTearDown"),
     "BaseTestSuite": ("run", "__call__"),
     "TestSuite": ("run",),
-    "TestResult": (*_OUTCOME, "startTest", "addSubTest", "stopTestRun", "wasSuccessful"),
+    "TestResult": (
+        *_OUTCOME,
+        "startTest",
+        "stopTest",
+        "addSubTest",
+        "stopTestRun",
+        "wasSuccessful",
+    ),
 }
 
 

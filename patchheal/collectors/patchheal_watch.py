@@ -209,7 +209,7 @@ def make_hook(
     guarded = {_ident(p) for p in (results, _parent(results), collectors) if p} - {_NO_IDENT}
     # What the test runner reported, as it happened, and what the tests' own frames showed:
     # kept here, in the closure, never in a module the step can reach (docs/verdict.md).
-    current = [""]
+    current = [""]  # the tests running, innermost last (a test may run a suite inside it)
     streamed: dict[str, str] = {}
     evidence: dict[str, set[str]] = {}
     evidence_kinds: set[str] = set()
@@ -346,7 +346,9 @@ def make_hook(
         if what in ("ready", "report"):  # "report": before the runner's outcome is read
             runner_changed(what == "ready")
         if what == "start":
-            current[0] = test_id
+            current.append(test_id)
+        elif what == "stop" and len(current) > 1 and current[-1] == test_id:
+            current.pop()  # a test that ran other tests inside it goes on as itself
         elif what == "outcome":
             before = streamed.get(test_id)
             streamed[test_id] = (
@@ -372,7 +374,7 @@ def make_hook(
         rewritten = inner.endswith(_REWRITE) and callee.f_code.co_name == "_call_assertion_pass"
         if found != "test" or not (rewritten or inner.endswith("/patchheal_unittest.py")):
             return
-        lines = evidence.setdefault(current[0], set())
+        lines = evidence.setdefault(current[-1], set())
         if len(lines) < MAX_LINES_PER_TEST:
             lines.add(f"{shown}:{frame.f_lineno}")
         if shown not in sources:
