@@ -8,13 +8,15 @@ runner's modules (`pytest`, `_pytest.*`, `pluggy.*`, `unittest.*` but
 that carry behaviour (functions, properties, class and static methods,
 nested classes, any descriptor: plain data such as `maxDiff = None` is left
 out, projects set it), the first time it sees the module, holding the objects
-themselves so that no identity is ever reused. A later check names every
+themselves so that no identity is ever reused. Like the hook, it touches the
+step's objects only through exact-type checks and C functions: `isinstance`
+or a hash of a step-made object would run the step's code inside the hook. A later check names every
 entry that is no longer the object it was, and every behaviour added to a
 runner class (`TestReport.passed = property(...)` shadowing the base's).
 
 Cost: a check walks the entries in C (`map` over `getitem` and `is_`), per
-group: the modules a test's outcome goes through are checked at every test's
-start and outcome, the rest one sixteenth at a time in rotation, and everything
+group: the modules a test's outcome goes through are checked once a test, before
+its outcome is read, the rest one sixteenth at a time in rotation, and everything
 at test-module compile time and when a record is signed (docs/verdict.md,
 "Outcomes the step cannot rewrite").
 """
@@ -158,7 +160,7 @@ def make_runner_watch(modules: dict[str, Any], module_type: type) -> Any:
                 continue
             if type(value) is function_type:
                 into.add(space, key, value, f"{name}.{key}")
-            elif isinstance(value, type):
+            elif issubclass(type(value), type):  # not isinstance: it reads `__class__`
                 into.add(space, key, value, f"{name}.{key}")
                 add_class(value, key, into)
 
