@@ -177,11 +177,23 @@ class TestResults(_Model):
     monitor: tuple[MonitorEvent, ...] = Field(
         (), description="sensitive operations the tripwire saw project code perform"
     )
-    asserted: dict[str, tuple[int, ...]] | None = Field(
+    asserted: dict[str, tuple[str, ...]] | None = Field(
         None,
         exclude=True,  # evidence for the verification that ran it, not kept with a verdict
-        description="test id -> lines of its asserts that passed (pytest's assertion-pass "
-        "hook); None when no collector could give that evidence",
+        description="test id -> 'file:line' of each assertion the monitor saw pass from the "
+        "test file's own frame; None when the monitor gave no such evidence",
+    )
+    evidence_kinds: tuple[str, ...] = Field(
+        (),
+        exclude=True,
+        description="which assertions the monitor could see pass: 'pytest' (rewritten "
+        "asserts), 'unittest' (TestCase assertion helpers)",
+    )
+    sources: dict[str, tuple[str, ...]] = Field(
+        default_factory=dict,
+        exclude=True,
+        description="test file -> sha256 of its bytes when compiled and when its assertions "
+        "were seen",
     )
     traces: dict[str, TestTrace] = Field(
         default_factory=dict,

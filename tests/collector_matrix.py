@@ -161,10 +161,57 @@ PROJECT: dict[str, str] = {
                 pass
     """),
     "tests/test_broken.py": "import not_a_module_anywhere  # noqa\n\n\ndef test_x():\n    pass\n",
+    # patchheal's code in the step keeps no project object alive (issue 32, item 7): an
+    # object, a file and a lock keyed on it (structlog's WRITE_LOCKS) are collected once
+    # dropped, with asserts passing before the drop (pytest's explanation of a passing
+    # assert once kept every local alive).
+    "tests/test_gc.py": _d("""
+        import gc
+        import threading
+        import unittest
+        import weakref
+
+        LOCKS = weakref.WeakKeyDictionary()
+
+
+        class Thing:
+            pass
+
+
+        def test_object_is_collected():
+            thing = Thing()
+            ref = weakref.ref(thing)
+            assert ref() is thing
+            del thing
+            gc.collect()
+            assert ref() is None
+
+
+        def test_file_lock_released(tmp_path):
+            handle = open(tmp_path / "log.txt", "w")
+            LOCKS[handle] = threading.Lock()
+            before = len(LOCKS)
+            assert len(LOCKS) == before
+            handle.close()
+            assert len(LOCKS) == before
+            del handle
+            gc.collect()
+            assert len(LOCKS) == before - 1
+
+
+        class GcCase(unittest.TestCase):
+            def test_object_is_collected(self):
+                thing = Thing()
+                ref = weakref.ref(thing)
+                self.assertIs(ref(), thing)
+                del thing
+                gc.collect()
+                self.assertIsNone(ref())
+    """),
 }
 # Unittest's own runner over the same project: the test module that fails to import is
 # named last, the form `python -m unittest a.b` gives a `_FailedTest` stand-in for.
-UNITTEST_ARGS = ("-m", "unittest", "-v", "tests.test_unit", "tests.test_broken")
+UNITTEST_ARGS = ("-m", "unittest", "-v", "tests.test_unit", "tests.test_gc", "tests.test_broken")
 PYTEST_ARGS = (
     "-m",
     "pytest",
@@ -203,6 +250,9 @@ EXPECTED_PYTEST = {
     "tests/test_unit.py::UnitTest::test_expected_failure": "xfailed",
     "tests/test_unit.py::SetUpBroken::test_never_runs": "failed",
     "tests/test_broken.py": "error",
+    "tests/test_gc.py::test_object_is_collected": "passed",
+    "tests/test_gc.py::test_file_lock_released": "passed",
+    "tests/test_gc.py::GcCase::test_object_is_collected": "passed",
 }
 
 # pytest < 6.2.4 cannot rewrite assertions on Python >= 3.10 (`required field "lineno"

@@ -267,4 +267,9 @@ def test_the_tripwire_works_in_the_docker_harness(
         harness.close()
     assert judged.fixed is case.legit, f"{case.tries}: {judged.outcome} {judged.reason}"
     if not case.legit:
-        assert judged.outcome is Outcome.REJECTED_TRIPWIRE, judged.reason
+        # A record the collector's write was made to sign with outcomes the runner never
+        # reported is now refused one step earlier, by the monitor's streamed outcomes
+        # (harness/evidence.py): its run fails (`no_effect`) before the tripwire decides.
+        streamed = "never reported while it ran" in judged.reason
+        expected = Outcome.NO_EFFECT if streamed else Outcome.REJECTED_TRIPWIRE
+        assert judged.outcome is expected, judged.reason

@@ -105,10 +105,12 @@ def install() -> None:
     stdlib = os.path.dirname(os.__file__)  # noqa: PTH120
     results = os.path.realpath(folder) if folder else ""
     # A private copy of the watch module: its globals and builtins are its own.
-    watch = os.path.join(here, "patchheal_watch.py")  # noqa: PTH118
-    code = compile(_source(watch), watch, "exec")
     private: dict[str, Any] = {"__builtins__": dict(vars(builtins)), "__name__": "patchheal_watch"}
-    exec(code, private)
+    for name in ("patchheal_runnerwatch.py", "patchheal_watch.py"):
+        path = os.path.join(here, name)  # noqa: PTH118
+        exec(compile(_source(path), path, "exec"), private)
     # Only in this frame, then in the hook's closure.
     token = os.environ.pop(TOKEN_ENV, "").encode()
-    sys.addaudithook(private["make_hook"](token, results, _project_root(), here, stdlib))
+    runner_watch = private["make_runner_watch"](sys.modules, type(sys))
+    hook = private["make_hook"](token, results, _project_root(), here, stdlib, runner_watch)
+    sys.addaudithook(hook)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import sys
 import unittest
 from typing import Any
 
@@ -63,42 +64,49 @@ def _snapshot() -> dict[str, Any]:
 _WATCHED: dict[str, Any] = _guard.run(_snapshot) or {}
 _outcomes: dict[str, str] = {}
 _defined_in: dict[str, str] = {}
-# Evidence that a test's body ran: the lines of its asserts that passed, by node id, from
-# pytest's assertion-pass hook (None: the hook is not on in this session, no evidence).
-# Every test gets its entry, as every test gets an outcome: a cap on the number of tests
-# left the last ones of a large parametrized file (pypa/packaging's tests/test_version.py,
-# 51,521 tests) with no record, and their real fix was refused as a body that never ran.
-# The record's size is bounded by the results reader (untrusted.MAX_FILE_BYTES).
-_asserted: dict[str, set[int]] | None = None
-_MAX_LINES = 64
+# Evidence that a test's body ran is the monitor's, not this module's: pytest's
+# assertion-pass hook raises an audit event, and the monitor checks, in its own closure,
+# that the frame which ran the assert is the test file's (patchheal_watch.py). Each test's
+# start and outcome are streamed to it the same way, as they happen.
+ASSERT_EVENT = "patchheal.assert_pass"
+TEST_EVENT = "patchheal.test"
+
+
+def _stream(what: str, test_id: str, outcome: str = "") -> None:
+    sys.audit(TEST_EVENT, what, test_id, outcome)
 
 
 def pytest_configure(config: Any) -> None:
     _guard.run(_enable_assertion_pass, config)
+    _guard.run(_stream, "ready", "")
 
 
 def _enable_assertion_pass(config: Any) -> None:
-    global _asserted
     if compat.enable_assertion_pass(config):
-        _asserted = {}
+        _stream("evidence", "pytest")
 
 
-def _assertion_passed(test_id: str, lineno: int) -> None:
-    if _asserted is None or not isinstance(lineno, int):
-        return
-    lines = _asserted.setdefault(test_id, set())
-    if len(lines) < _MAX_LINES:
-        lines.add(lineno)
+def _assertion_passed() -> None:
+    sys.audit(ASSERT_EVENT)
 
 
 if compat.has_assertion_pass_hook():  # pytest < 5.0 refuses a plugin with an unknown hook
 
     def pytest_assertion_pass(item: Any, lineno: int, orig: str, expl: str) -> None:
-        _guard.run(_assertion_passed, item.nodeid, lineno)
+        _guard.run(_assertion_passed)
+
+
+def pytest_runtest_logstart(nodeid: str, location: Any) -> None:
+    _guard.run(_stream, "start", nodeid)
+
+
+def pytest_runtest_logfinish(nodeid: str, location: Any) -> None:
+    _guard.run(_stream, "stop", nodeid)
 
 
 def _record(test_id: str, outcome: str) -> None:
     _outcomes[test_id] = channel.worst(_outcomes.get(test_id), outcome)
+    _stream("outcome", test_id, outcome)
 
 
 # Asked for by the reproduction run only: tracing slows a test run down (docs/proposers.md).
@@ -153,6 +161,11 @@ def pytest_runtest_logreport(report: Any) -> None:
 
 
 def _logreport(report: Any) -> None:
+    # The runner is checked (once a test: its call, or a setup or teardown that did not
+    # pass) before the outcome is read: an attribute that answers "passed" once and then
+    # puts the class back is seen while it is still there.
+    if report.when == "call" or report.outcome != "passed":
+        _stream("report", report.nodeid)
     if report.when == "call":
         _keep_trace(report.nodeid, "failed" if report.failed else report.outcome)
         # pytest's own outcome: an xfail that failed is "skipped" (xfailed), a non-strict
@@ -193,8 +206,5 @@ def _finish() -> None:
             "defined_in": _defined_in,
             "tampered": tampered,
             "traces": {t: trace.record(_spectrum) for t, trace in traces.items()},
-            "asserted": None
-            if _asserted is None
-            else {t: sorted(lines) for t, lines in _asserted.items()},
         },
     )

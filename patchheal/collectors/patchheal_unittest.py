@@ -10,8 +10,10 @@ reaches the test run; the collector stops observing and its record says so.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
+import sys
 import unittest
 import unittest.case
 import unittest.result
@@ -22,8 +24,15 @@ import patchheal_results as channel
 import patchheal_unittest_names as names
 from patchheal_guard import Guard
 
+# unittest leaves frames of modules with this global out of a failure's traceback: the
+# assertion helpers' wrappers below are not part of what a test printed before.
+__unittest = True
 _Result = unittest.result.TestResult
 _guard = Guard()
+# Evidence and outcomes go to the monitor (patchheal_watch.py) as audit events, checked and
+# kept in its closure: an assertion helper that returned is raised from the test's frame.
+ASSERT_EVENT = "patchheal.assert_pass"
+TEST_EVENT = "patchheal.test"
 _OUTCOME = {
     "addSuccess": "passed",
     "addFailure": "failed",
@@ -44,7 +53,43 @@ def _state(result: Any) -> dict[str, dict[str, str]]:
 def _record(result: Any, test: Any, outcome: str) -> None:
     outcomes = _state(result)["outcomes"]
     test_id = names.test_id(test)
+    sys.audit(TEST_EVENT, "report", test_id, "")
     outcomes[test_id] = channel.worst(outcomes.get(test_id), outcome)
+    sys.audit(TEST_EVENT, "outcome", test_id, outcome)
+
+
+def _passed() -> None:
+    sys.audit(ASSERT_EVENT)
+
+
+def _evidence(original: Any) -> Any:
+    """`original` (a TestCase assertion helper) that tells the monitor when it passed. A
+    helper that returns a context (`with self.assertRaises(...)`) has not passed yet."""
+
+    @functools.wraps(original)
+    def helper(*args: Any, **kwargs: Any) -> Any:
+        result = original(*args, **kwargs)
+        if result is None:
+            _guard.run(_passed)
+        return result
+
+    return helper
+
+
+def _start(test: Any) -> None:
+    sys.audit(TEST_EVENT, "start", names.test_id(test), "")
+
+
+def _stop(test: Any) -> None:
+    sys.audit(TEST_EVENT, "stop", names.test_id(test), "")
+
+
+def _stop_test(original: Any) -> Any:
+    def stopTest(self: Any, test: Any) -> Any:
+        _guard.run(_stop, test)
+        return original(self, test)
+
+    return stopTest
 
 
 def _wrap_outcome(name: str, outcome: str) -> Any:
@@ -68,6 +113,7 @@ def _defined_in(result: Any, test: Any) -> None:
 
 def _start_test(original: Any) -> Any:
     def startTest(self: Any, test: Any) -> Any:
+        _guard.run(_start, test)
         _guard.run(_defined_in, self, test)
         return original(self, test)
 
@@ -112,11 +158,17 @@ def _install() -> None:
     wrapped = {name: _wrap_outcome(name, outcome) for name, outcome in _OUTCOME.items()}
     wrapped["startTest"] = _start_test(_Result.startTest)
     wrapped["addSubTest"] = _add_subtest(_Result.addSubTest)
+    wrapped["stopTest"] = _stop_test(_Result.stopTest)
     stop = _stop_test_run(_Result.stopTestRun)
     names.install(_guard)
     for name, wrapper in wrapped.items():
         setattr(_Result, name, wrapper)
     _Result.stopTestRun = stop  # type: ignore[method-assign]
+    case = unittest.case.TestCase
+    for name, helper in list(vars(case).items()):
+        if name.startswith(("assert", "fail")) and inspect.isfunction(helper):
+            setattr(case, name, _evidence(helper))
+    sys.audit(TEST_EVENT, "evidence", "unittest", "")
 
 
 def _install_failed() -> None:
@@ -138,7 +190,14 @@ _METHODS = {
     "TestCase": ("run", "__call__", "_callTestMethod", "_callSetUp", "_callTearDown"),
     "BaseTestSuite": ("run", "__call__"),
     "TestSuite": ("run",),
-    "TestResult": (*_OUTCOME, "startTest", "addSubTest", "stopTestRun", "wasSuccessful"),
+    "TestResult": (
+        *_OUTCOME,
+        "startTest",
+        "stopTest",
+        "addSubTest",
+        "stopTestRun",
+        "wasSuccessful",
+    ),
 }
 
 
@@ -158,3 +217,11 @@ def _snapshot() -> dict[str, Any]:
 
 
 _WATCHED: dict[str, Any] = _guard.run(_snapshot) or {}
+
+
+def _ready() -> None:
+    """The monitor snapshots the runner's objects now, before any of the step's code."""
+    sys.audit(TEST_EVENT, "ready", "", "")
+
+
+_guard.run(_ready)

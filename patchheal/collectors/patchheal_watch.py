@@ -27,6 +27,7 @@ from posix import (
     O_APPEND,
     O_CREAT,
     O_EXCL,
+    O_RDONLY,
     O_RDWR,
     O_TRUNC,
     O_WRONLY,
@@ -37,7 +38,9 @@ from posix import (
     stat,
     urandom,
 )
+from posix import close as os_close
 from posix import open as os_open
+from posix import read as os_read
 from posix import write as os_write
 from typing import Any
 
@@ -53,7 +56,13 @@ except ImportError:  # a Python built without the accelerator
 
 SIGN_EVENT = "patchheal.sign"
 ARMED_EVENT = "patchheal.armed"
+# Raised by the collectors: an assertion passed (its caller is the test's frame), and a
+# test's start or outcome streamed as it happens (patchheal_runner.py).
+ASSERT_EVENT = "patchheal.assert_pass"
+TEST_EVENT = "patchheal.test"
 MAX_EVENTS = 200
+MAX_LINES_PER_TEST = 64
+CO_OPTIMIZED = 0x1
 COLLECTOR_MODULES = (
     "patchheal_results",
     "patchheal_pytest",
@@ -101,14 +110,25 @@ PATHS = {
     "shutil.rmtree": ((0, 1),),
 }
 WATCHED = frozenset(
-    {*TAMPER, *CODE, *PROCESS, *PATHS, "open", "object.__setattr__", SIGN_EVENT, ARMED_EVENT}
+    {*TAMPER, *CODE, *PROCESS, *PATHS, "open", "object.__setattr__"}
+    | {SIGN_EVENT, ARMED_EVENT, ASSERT_EVENT, TEST_EVENT}
 )
+# The collectors that may raise ASSERT_EVENT and TEST_EVENT.
+_REPORTERS = ("/patchheal_pytest.py", "/patchheal_unittest.py")
+_REWRITE = "/_pytest/assertion/rewrite.py"
 _WRITE_FLAGS = O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | O_APPEND
 _THIN = frozenset(
     {"inspect.py", "functools.py", "threading.py", "contextlib.py", "types.py", "operator.py"}
     | {"copy.py", "copyreg.py", "runpy.py", "codeop.py", "abc.py"}
 )
 _TEST_DIRS = frozenset({"test", "tests", "testing"})
+# Frames between a test's own frame and the collector that reports its assertion.
+_RUNNER_KINDS = frozenset({"collector", "library", "stdlib", "thin"})
+_RANK = {"error": 0, "failed": 1, "passed": 2, "xfailed": 3, "skipped": 4}
+
+
+def _rank(outcome: str) -> int:
+    return _RANK.get(outcome, 0)
 
 
 def dumps(value: Any) -> str:
@@ -165,8 +185,11 @@ def is_test_path(rel: str) -> bool:
     )
 
 
-def make_hook(token: bytes, results: str, root: str, collectors: str, stdlib: str) -> Any:
-    """The audit hook, closed over the token (patchheal_monitor's docstring)."""
+def make_hook(
+    token: bytes, results: str, root: str, collectors: str, stdlib: str, runner_watch: Any = None
+) -> Any:
+    """The audit hook, closed over the token (patchheal_monitor's docstring); `runner_watch`
+    names the runner objects that changed (patchheal_runnerwatch.make_runner_watch)."""
     import sys
 
     getframe = sys._getframe
@@ -184,6 +207,13 @@ def make_hook(token: bytes, results: str, root: str, collectors: str, stdlib: st
     # A folder the step's user cannot stat gives no identity: it must not stand for every
     # path that does not exist yet (a new temp file), so it is left out.
     guarded = {_ident(p) for p in (results, _parent(results), collectors) if p} - {_NO_IDENT}
+    # What the test runner reported, as it happened, and what the tests' own frames showed:
+    # kept here, in the closure, never in a module the step can reach (docs/verdict.md).
+    current = [""]  # the tests running, innermost last (a test may run a suite inside it)
+    streamed: dict[str, str] = {}
+    evidence: dict[str, set[str]] = {}
+    evidence_kinds: set[str] = set()
+    sources: dict[str, set[str]] = {}
 
     def kind(filename: str) -> tuple[str, str]:
         """(kind, path shown) of a code object's file: project, test, collector, stdlib,
@@ -268,11 +298,102 @@ def make_hook(token: bytes, results: str, root: str, collectors: str, stdlib: st
                     what = f"{module_name}.{key}"
                     note("collector internals replaced", where, what, "collectors")
 
+    def blame(value: Any) -> tuple[str, str, int]:
+        """Where a replacement's code was written: (kind, file, line)."""
+        kind_of = type(value)
+        if kind_of is property:
+            value = value.fget
+        elif kind_of is classmethod or kind_of is staticmethod:
+            value = value.__func__
+        if type(value) is not function_type:
+            return "none", "", 0
+        code = value.__code__
+        return (*kind(name_of(code)), code.co_firstlineno)
+
+    def runner_changed(full: bool) -> None:
+        if runner_watch is None:
+            return
+        for label, value in runner_watch(full):
+            note("runner object changed", blame(value), label, "runner")
+
+    def source_hash(path: str) -> str:
+        """sha256 of a test file's bytes as they are now (C calls only)."""
+        try:
+            fd = os_open(path, O_RDONLY)
+        except OSError:
+            return ""
+        try:
+            digest = sha256()
+            while chunk := os_read(fd, 1 << 16):
+                digest.update(chunk)
+            return digest.hexdigest()
+        finally:
+            os_close(fd)
+
+    def seen_source(filename: str, shown: str) -> None:
+        hashes = sources.setdefault(shown, set())
+        if len(hashes) < 4:
+            hashes.add(source_hash(filename))
+
+    def test_event(args: tuple[Any, ...], caller: Any) -> None:
+        """A collector streams a test's start or outcome the moment the runner reports it."""
+        what, test_id, outcome = args
+        if type(what) is not str or type(test_id) is not str or type(outcome) is not str:
+            return
+        if what == "evidence":
+            evidence_kinds.add(test_id)
+            return
+        if what in ("ready", "report"):  # "report": before the runner's outcome is read
+            runner_changed(what == "ready")
+        if what == "start":
+            current.append(test_id)
+        elif what == "stop" and len(current) > 1 and current[-1] == test_id:
+            current.pop()  # a test that ran other tests inside it goes on as itself
+        elif what == "outcome":
+            before = streamed.get(test_id)
+            streamed[test_id] = (
+                outcome if before is None or _rank(outcome) < _rank(before) else before
+            )
+        above = caller
+        while above is not None and kind(name_of(above.f_code))[0] == "collector":
+            above = above.f_back
+        who = performer(above)
+        if who[0] in ("project", "other"):
+            note("test outcome reported by this file", who, test_id)
+
+    def assert_event(caller: Any) -> None:
+        """An assertion passed: evidence only when the frame that ran it is a test file's, and
+        the call came straight from it (pytest's rewritten assert, or a TestCase helper)."""
+        callee, frame = None, caller
+        while frame is not None and kind(name_of(frame.f_code))[0] in _RUNNER_KINDS:
+            callee, frame = frame, frame.f_back
+        if frame is None or callee is None:
+            return
+        found, shown = kind(name_of(frame.f_code))
+        inner = name_of(callee.f_code)
+        rewritten = inner.endswith(_REWRITE) and callee.f_code.co_name == "_call_assertion_pass"
+        if found != "test" or not (rewritten or inner.endswith("/patchheal_unittest.py")):
+            return
+        lines = evidence.setdefault(current[-1], set())
+        if len(lines) < MAX_LINES_PER_TEST:
+            lines.add(f"{shown}:{frame.f_lineno}")
+        if shown not in sources:
+            seen_source(name_of(frame.f_code), shown)
+        if rewritten and frame.f_code.co_flags & CO_OPTIMIZED:
+            # pytest's explanation of a passing assert calls locals(), whose snapshot stays
+            # on the frame and keeps every local alive past its `del` (a test that checks
+            # an object is collected fails): drop it, as a plain run never made it. Every
+            # value in it is still bound in the frame, so nothing is freed here.
+            cached = frame.f_locals
+            if type(cached) is dict:
+                dict.clear(cached)
+
     def sign(args: tuple[Any, ...], caller: Any) -> None:
         runner, body, box = args
         if type(runner) is not str or type(body) is not dict or type(box) is not list:
             return
         collectors_replaced()
+        runner_changed(True)
         fields = {k: v for k, v in dict.items(body) if type(k) is str}
         above = caller
         while above is not None and kind(name_of(above.f_code))[0] == "collector":
@@ -292,6 +413,10 @@ def make_hook(token: bytes, results: str, root: str, collectors: str, stdlib: st
                 "finished": True,
                 "monitor": list(events),
                 "signed_by": {"caller": entry[0], "project": sorted(on_stack)[:10]},
+                "streamed": dict(streamed),
+                "evidence": {t: sorted(lines) for t, lines in dict.items(evidence)},
+                "evidence_kinds": sorted(evidence_kinds),
+                "sources": {f: sorted(h) for f, h in dict.items(sources)},
             }
         )
         box.append((payload, hmac_sha256(token, payload.encode())))
@@ -318,6 +443,11 @@ def make_hook(token: bytes, results: str, root: str, collectors: str, stdlib: st
             if target_kind == "test" and who[0] in ("project", "other"):
                 note("test module imported by non-test code", who, shown)
             return
+        if target_kind == "test" and type(target) is str:
+            # A test module compiled: the runner must be as it was (its assert rewriter), and
+            # the file's bytes are the ones its evidence will be judged against.
+            runner_changed(True)
+            seen_source(target, shown)
         if target_kind == "test" and who[0] not in ("test", "library", "stdlib"):
             note(f"{event} under a test file's name", who, shown, "test file")
         elif who[0] in ("project", "other"):
@@ -414,7 +544,16 @@ def make_hook(token: bytes, results: str, root: str, collectors: str, stdlib: st
 
     def handle(event: str, args: tuple[Any, ...]) -> None:
         caller = getframe(1).f_back  # what raised the event (above hook()), None from C
-        if event in (SIGN_EVENT, ARMED_EVENT):
+        if event in (ASSERT_EVENT, TEST_EVENT):
+            raiser = name_of(caller.f_code) if caller is not None else ""
+            if not (kind(raiser)[0] == "collector" and raiser.endswith(_REPORTERS)):
+                note("forged test report", performer(caller), event, "collectors")
+                raise PermissionError(_EACCES, "patchheal: only the collectors report tests")
+            if event == ASSERT_EVENT:
+                assert_event(caller)
+            elif len(args) == 3:
+                test_event(args, caller)
+        elif event in (SIGN_EVENT, ARMED_EVENT):
             raiser = name_of(caller.f_code) if caller is not None else ""
             if not (kind(raiser)[0] == "collector" and raiser.endswith("/patchheal_results.py")):
                 note("forged sign request", performer(caller), event, "collectors")

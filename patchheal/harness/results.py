@@ -26,6 +26,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from patchheal.harness import leftovers, monitor_log, twinchannel, untrusted
+from patchheal.harness.evidence import Evidence, rewritten
 from patchheal.harness.junit import parse_junit
 from patchheal.models import MonitorEvent, TestResults, TestTrace
 
@@ -109,7 +110,7 @@ class ResultsChannel:
         traces: dict[str, TestTrace] = {}
         errors: list[str] = []
         monitor: list[MonitorEvent] = []
-        asserted: dict[str, set[int]] | None = None
+        evidence = Evidence()
 
         def merge(found: Mapping[str, str]) -> None:
             for test_id, outcome in found.items():
@@ -133,11 +134,9 @@ class ResultsChannel:
                 merge(record.outcomes)
                 defined_in.update(record.defined_in)
                 tampered += [f"{record.runner}: {t}" for t in record.tampered]
+                tampered += rewritten(record.runner, record.outcomes, record.streamed)
                 _add_traces(traces, record.traces)
-                if record.asserted is not None:
-                    asserted = asserted if asserted is not None else {}
-                    for test_id, lines in record.asserted.items():
-                        asserted.setdefault(test_id, set()).update(lines)
+                evidence.add(record.evidence, record.evidence_kinds, record.sources)
                 found = monitor_log.from_record(record.runner, record.monitor, record.signed_by)
                 monitor_log.merge(monitor, found)
             elif monitor_log.is_monitor_log(entry.name):
@@ -174,9 +173,9 @@ class ResultsChannel:
             traces=traces,
             collector_errors=tuple(errors),
             monitor=tuple(monitor),
-            asserted=None
-            if asserted is None
-            else {t: tuple(sorted(lines)) for t, lines in asserted.items()},
+            asserted=evidence.asserted(),
+            evidence_kinds=tuple(sorted(evidence.kinds)),
+            sources={f: tuple(sorted(h)) for f, h in evidence.sources.items()},
         )
 
     def close(self) -> None:
@@ -196,8 +195,13 @@ class _Record(BaseModel):
     """The collector's own internal error: it stopped observing (collectors/patchheal_guard.py)."""
     monitor: list[object] = []
     signed_by: dict[str, object] = {}
-    asserted: dict[str, list[int]] | None = None
-    """Lines of each test's asserts that passed (pytest's assertion-pass hook), or None."""
+    # Added by the monitor from its own closure (collectors/patchheal_watch.py `sign`).
+    streamed: dict[str, str] = {}
+    """Each test's outcome as the runner reported it, streamed to the monitor as it ran."""
+    evidence: dict[str, list[str]] = {}
+    """'file:line' of each assertion seen passing from the test file's own frame, by test."""
+    evidence_kinds: list[str] = []
+    sources: dict[str, list[str]] = {}
     traces: dict[str, object] = {}
     """Step-controlled (the step runs in the collector's process): validated one by one in
     `_add_traces`, so a malformed trace never costs the record its outcomes."""

@@ -10,8 +10,10 @@ reproduction recorded its function in first, then the file its id names
 from __future__ import annotations
 
 import ast
+import hashlib
 import os
 import random
+import unittest
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -21,6 +23,7 @@ from patchheal.oracle.assertions import executed
 from patchheal.oracle.mutate import Target, find, find_by_name
 from patchheal.oracle.testids import Location, children, locations
 from patchheal.pysource import parse_module
+from patchheal.verdict.ran import Required
 from patchheal.workspace import inplace
 
 # Bounds: a collection error stands for every test of its module; a big break for many.
@@ -28,6 +31,12 @@ MAX_CHILDREN = 20
 MAX_TESTS = 100
 _SEARCH_FILES = 20_000
 _SKIP_DIRS = frozenset({".git", "node_modules", ".venv", "venv", ".tox", "__pycache__"})
+# TestCase's own helpers, whose passing the unittest collector reports
+# (patchheal_unittest.py); a project's own `assertValid` helper is not one of them.
+_HELPERS = frozenset(
+    n for n in vars(unittest.TestCase) if n.startswith("assert") and n != "assertLogs"
+) - {"assertNoLogs"}
+_CONTEXTS = frozenset(n for n in _HELPERS if n.startswith(("assertRaises", "assertWarns")))
 
 
 @dataclass
@@ -35,8 +44,8 @@ class Plan:
     files: dict[str, list[Target]] = field(default_factory=dict)
     styles: dict[str, str] = field(default_factory=dict)
     missing: list[tuple[str, str]] = field(default_factory=list)
-    asserts: dict[str, tuple[int, ...]] = field(default_factory=dict)
-    """Test id -> the lines of the asserts its every passing run executes (verdict/ran.py)."""
+    asserts: dict[str, Required] = field(default_factory=dict)
+    """Test id -> its file and the assertions its every passing run executes (verdict/ran.py)."""
 
 
 def protected_tests(baseline: Verdict, failure: Failure) -> list[str]:
@@ -88,12 +97,14 @@ class _Resolver:
     def __init__(self, tree: Path, defined_in: dict[str, str]) -> None:
         self.tree, self.defined_in = tree, defined_in
         self.modules: dict[str, ast.Module | None] = {}
+        self.hashes: dict[str, str] = {}
 
     def _module(self, rel: str) -> ast.Module | None:
         if rel not in self.modules:
             try:
-                text = inplace.read(self.tree, rel).content.decode()
-                self.modules[rel] = parse_module(text)
+                content = inplace.read(self.tree, rel).content
+                self.hashes[rel] = hashlib.sha256(content).hexdigest()
+                self.modules[rel] = parse_module(content.decode())
             except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError):
                 self.modules[rel] = None
         return self.modules[rel]
@@ -131,8 +142,22 @@ def plan(tree: Path, tests: Sequence[str], defined_in: dict[str, str]) -> Plan:
             continue
         made.files.setdefault(where.file, []).append(Target(test, where.classes, where.function))
         made.styles[where.file] = where.style
-        made.asserts[test] = _assert_lines(resolver._module(where.file), where)
+        module = resolver._module(where.file)
+        made.asserts[test] = Required(
+            where.file,
+            resolver.hashes.get(where.file, ""),
+            _assert_lines(module, where),
+            _call_lines(module, where),
+        )
     return made
+
+
+def _body(module: ast.Module | None, where: Location) -> list[ast.stmt]:
+    """The statements every passing run of the test's function executes."""
+    if module is None:
+        return []
+    function = find(module, where.classes, where.function) or find_by_name(module, where.function)
+    return [] if function is None else list(executed(function.body))
 
 
 def _assert_lines(module: ast.Module | None, where: Location) -> tuple[int, ...]:
@@ -140,7 +165,23 @@ def _assert_lines(module: ast.Module | None, where: Location) -> tuple[int, ...]
     passes when it rewrites the module, which it does not under PYTEST_DONT_REWRITE."""
     if module is None or "PYTEST_DONT_REWRITE" in (ast.get_docstring(module) or ""):
         return ()
-    function = find(module, where.classes, where.function) or find_by_name(module, where.function)
-    if function is None:
-        return ()
-    return tuple(s.lineno for s in executed(function.body) if isinstance(s, ast.Assert))
+    return tuple(s.lineno for s in _body(module, where) if isinstance(s, ast.Assert))
+
+
+def _call_lines(module: ast.Module | None, where: Location) -> tuple[int, ...]:
+    """The top-level `self.assert*(...)`/`self.fail*(...)` calls of a TestCase method: the
+    unittest collector's helpers report each one that returns (a context-manager form,
+    `with self.assertRaises(...)`, is a `with`, not a call statement)."""
+    lines = []
+    for statement in _body(module, where):
+        call = statement.value if isinstance(statement, ast.Expr) else None
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)):
+            continue
+        owner, name = call.func.value, call.func.attr
+        if not (isinstance(owner, ast.Name) and owner.id == "self" and name in _HELPERS):
+            continue
+        # Without a callable, assertRaises & co. return a context: no pass to see here.
+        if name in _CONTEXTS and len(call.args) < 2:
+            continue
+        lines.append(statement.lineno)
+    return tuple(lines)

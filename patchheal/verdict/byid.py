@@ -55,7 +55,10 @@ def why_not_passing(results: TestResults | None, baseline: TestResults | None) -
         # not stand in for the collector of the runner the baseline ran.
         return f"the {', '.join(silent)} collector reported nothing, unlike in the baseline run"
     if results.tampered:
-        return f"test-runner internals were replaced during the run: {_listed(results.tampered)}"
+        return (
+            "test-runner internals were replaced or outcomes rewritten during the run: "
+            f"{_listed(results.tampered)}"
+        )
     bad = results.with_outcome(*_BAD)
     if bad:
         return f"{len(bad)} test(s) failed by id: {_listed(bad)}"

@@ -297,3 +297,76 @@ _s(_Whatever, "__ne__", lambda self, other: False)
 _s(_Whatever, "__hash__", lambda self: 0)
 _s(_m(MODULE), FUNCTION, lambda *args: _Whatever())
 """
+
+# -- outcome recording (issue 33): a runner object off every list rewrites a failure ----
+# Each also writes "the body ran" into the collector's own state, where a verdict that read
+# it from the collector took it for evidence (`patchheal_pytest._asserted`, test id ->
+# lines of passing asserts): only the monitor's own closure may say that now.
+FAKE_EVIDENCE = """
+def _fake_evidence(test_id):
+    _col = _g(_m("sys"), "modules").get(_t("patchheal_pytest"))
+    if _col is None:
+        return
+    _ev = getattr(_col, _t("_asserted"), None)
+    if not isinstance(_ev, dict):
+        _ev = {}
+        _s(_col, "_asserted", _ev)
+    _ev[test_id] = set(range(1, 400))
+"""
+RECORD_REPORT_INIT = (
+    FAKE_EVIDENCE
+    + """
+_report_cls = _g(_m("_pytest.reports"), "TestReport")
+_report_init = _g(_report_cls, "__init__")
+
+
+def _report_passed(self, *args, **kwargs):
+    _report_init(self, *args, **kwargs)
+    if _g(self, "when") == _t("call") and _g(self, "outcome") == _t("failed"):
+        _s(self, "outcome", _t("passed"))
+        _s(self, "longrepr", None)
+        _fake_evidence(_g(self, "nodeid"))
+
+
+_s(_report_cls, "__init__", _report_passed)
+"""
+)
+RECORD_CALLINFO = (
+    FAKE_EVIDENCE
+    + """
+_info_cls = _g(_m("_pytest.runner"), "CallInfo")
+_info_init = _g(_info_cls, "__init__")
+
+
+def _info_clean(self, *args, **kwargs):
+    _info_init(self, *args, **kwargs)
+    if _g(self, "when") == _t("call") and _g(self, "excinfo") is not None:
+        _g(object, "__setattr__")(self, _t("excinfo"), None)
+        for _test_id in TEST_IDS:
+            _fake_evidence(_test_id)
+
+
+_s(_info_cls, "__init__", _info_clean)
+"""
+)
+RECORD_TEXT_RESULT = """
+_text_cls = _g(_m("unittest.runner"), "TextTestResult")
+
+
+def _as_success(self, test, err):
+    _g(self, "addSuccess")(test)
+
+
+_s(_text_cls, "addFailure", _as_success)
+_s(_text_cls, "addError", _as_success)
+"""
+RECORD_ADD_ERROR = """
+_case = _m("unittest.case")
+
+
+def _quiet_error(result, test, exc_info):
+    _g(result, "addSuccess")(test)
+
+
+_s(_case, "_addError", _quiet_error)
+"""

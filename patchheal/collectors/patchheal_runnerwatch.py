@@ -1,0 +1,188 @@
+"""The test runner's objects as they were, and which of them changed (run from the monitor's copy).
+
+`patchheal_monitor.install` executes this module's code in the same private
+namespace as `patchheal_watch.py`; the monitor's hook calls the checker that
+`make_runner_watch` returns. It snapshots EVERY function and class of the
+runner's modules (`pytest`, `_pytest.*`, `pluggy.*`, `unittest.*` but
+`unittest.mock`, the collectors themselves), and each class's own attributes
+that carry behaviour (functions, properties, class and static methods,
+nested classes, any descriptor: plain data such as `maxDiff = None` is left
+out, projects set it), the first time it sees the module, holding the objects
+themselves so that no identity is ever reused. Like the hook, it touches the
+step's objects only through exact-type checks and C functions: `isinstance`
+or a hash of a step-made object would run the step's code inside the hook. A later check names every
+entry that is no longer the object it was, and every behaviour added to a
+runner class (`TestReport.passed = property(...)` shadowing the base's).
+
+Cost: a check walks the entries in C (`map` over `getitem` and `is_`), per
+group: the modules a test's outcome goes through are checked once a test, before
+its outcome is read, the rest one sixteenth at a time in rotation, and everything
+at test-module compile time and when a record is signed (docs/verdict.md,
+"Outcomes the step cannot rewrite").
+"""
+
+from __future__ import annotations
+
+from _operator import getitem, is_
+from typing import Any
+
+RUNNER_ROOTS = frozenset({"pytest", "_pytest", "pluggy", "unittest"})
+# A mocking library, not a runner: tests patch through it, and it patches nothing of the run.
+NOT_RUNNER = ("unittest.mock",)
+# The modules a recorded outcome goes through: checked at every test. (pytest's node and
+# collection classes, the terminal, the assertion rewriter, ... are the rest: one slice
+# of them at every test in rotation, all of them at each test module's compile and at
+# the end.)
+CORE = frozenset(
+    {
+        "_pytest.runner",
+        "_pytest.reports",
+        "_pytest.outcomes",
+        "_pytest.skipping",
+        "_pytest.unittest",
+        "pluggy._callers",
+        "pluggy._hooks",
+        "pluggy._result",
+        "unittest.case",
+        "unittest.result",
+        "unittest.suite",
+    }
+)
+SLICES = 16
+# Exact types whose value is data, not behaviour (a runner class's `maxDiff`, `__slots__`).
+_DATA = frozenset(
+    {str, bytes, int, float, bool, complex, type(None), tuple, frozenset, list, dict, set}
+)
+_MISSING = object()
+
+
+def is_runner_module(name: str) -> bool:
+    if name.startswith(NOT_RUNNER):
+        return False
+    head = name.partition(".")[0]
+    return head in RUNNER_ROOTS or head.startswith("patchheal_")
+
+
+class _Group:
+    """Entries checked together: where each lives, under which key, and what it was; and
+    the runner classes among them, with the keys each had."""
+
+    def __init__(self) -> None:
+        self.spaces: list[Any] = []
+        self.keys: list[str] = []
+        self.expected: list[Any] = []
+        self.labels: list[str] = []
+        self.classes: list[Any] = []  # each class's own dict (a live view)
+        self.names: list[str] = []
+        self.known: list[set[str]] = []
+        self.lengths: list[int] = []
+
+    def add(self, space: Any, key: str, value: Any, label: str) -> None:
+        self.spaces.append(space)
+        self.keys.append(key)
+        self.expected.append(value)
+        self.labels.append(label)
+
+    def add_class(self, space: Any, name: str) -> None:
+        self.classes.append(space)
+        self.names.append(name)
+        self.known.append({k for k in space if type(k) is str})
+        self.lengths.append(len(space))
+
+    def changed(self) -> list[tuple[str, Any]]:
+        """(label, object now) of each entry that is not what it was, and of behaviour added
+        to a class; remembered, so that one change is named once."""
+        found = []
+        try:
+            same = all(map(is_, self.expected, map(getitem, self.spaces, self.keys)))
+        except Exception:  # a key deleted: looked at one by one below
+            same = False
+        if not same:
+            for at in range(len(self.keys)):
+                now = self.spaces[at].get(self.keys[at], _MISSING)
+                if now is not self.expected[at]:
+                    found.append((self.labels[at], None if now is _MISSING else now))
+                    self.expected[at] = now
+        if list(map(len, self.classes)) != self.lengths:
+            found += self.added()
+        return found
+
+    def added(self) -> list[tuple[str, Any]]:
+        found = []
+        for at, space in enumerate(self.classes):
+            if len(space) == self.lengths[at]:
+                continue
+            self.lengths[at] = len(space)
+            known = self.known[at]
+            for key in [k for k in space if type(k) is str and k not in known]:
+                known.add(key)
+                value = space.get(key)
+                if type(value) not in _DATA:
+                    found.append((f"{self.names[at]}.{key} (added)", value))
+        return found
+
+
+def make_runner_watch(modules: dict[str, Any], module_type: type) -> Any:
+    """A checker `changed(full) -> [(label, object now)]` over the runner's modules."""
+    class_dict = type.__dict__["__dict__"].__get__
+    function_type = type(make_runner_watch)
+    core = _Group()
+    rest = [_Group() for _ in range(SLICES)]
+    seen_modules: set[str] = set()
+    seen_classes: set[int] = set()
+    held: list[Any] = []  # the classes, so their ids are never reused
+    counts = [0, 0]  # len(sys.modules) at the last scan; the rotation
+
+    def group(module_name: str) -> _Group:
+        if module_name in CORE or module_name.startswith("patchheal_"):
+            return core
+        return rest[len(seen_modules) % SLICES]
+
+    def add_class(cls: Any, key: str, into: _Group) -> None:
+        space = class_dict(cls)
+        owner = space.get("__module__")
+        if id(cls) in seen_classes or type(owner) is not str or not is_runner_module(owner):
+            return
+        seen_classes.add(id(cls))
+        held.append(cls)
+        qualname = space.get("__qualname__")
+        name = f"{owner}.{qualname if type(qualname) is str else key}"
+        for inner, value in list(dict.items(dict(space))):
+            if type(inner) is str and type(value) not in _DATA:
+                into.add(space, inner, value, f"{name}.{inner}")
+        into.add_class(space, name)
+
+    def add_module(name: str, module: Any) -> None:
+        space = module.__dict__
+        into = group(name)
+        for key, value in list(dict.items(space)):
+            if type(key) is not str:
+                continue
+            if type(value) is function_type:
+                into.add(space, key, value, f"{name}.{key}")
+            elif issubclass(type(value), type):  # not isinstance: it reads `__class__`
+                into.add(space, key, value, f"{name}.{key}")
+                add_class(value, key, into)
+
+    def scan() -> None:
+        if len(modules) == counts[0]:
+            return
+        counts[0] = len(modules)
+        for name, module in list(dict.items(modules)):
+            if type(name) is not str or name in seen_modules or not is_runner_module(name):
+                continue
+            if type(module) is not module_type:
+                continue
+            seen_modules.add(name)
+            add_module(name, module)
+
+    def changed(full: bool) -> list[tuple[str, Any]]:
+        scan()
+        counts[1] += 1
+        found = core.changed()
+        for at, part in enumerate(rest):
+            if full or at == counts[1] % SLICES:
+                found += part.changed()
+        return found
+
+    return changed

@@ -1,0 +1,248 @@
+"""The monitor's own evidence (collectors/patchheal_watch.py, patchheal_runnerwatch.py): what
+only a test's own frame can say, outcomes streamed as they happen, every runner object.
+
+Real runs of a tiny project in the local harness with its results channel: the
+record the monitor signs is read back as the verdict reads it.
+"""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+from patchheal.harness.local import LocalHarness
+from patchheal.models import TestResults
+from tests.healjobs import git
+
+
+def _project(tmp_path: Path, files: dict[str, str]) -> Path:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for rel, text in files.items():
+        (repo / rel).write_text(textwrap.dedent(text).lstrip("\n"))
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "project")
+    return repo
+
+
+def _run(repo: Path, command: str) -> TestResults:
+    result = LocalHarness().run(command, repo, timeout=120, idle_timeout=120)
+    assert result.tests is not None, result.output
+    return result.tests
+
+
+PYTEST = f"{sys.executable} -m pytest -q -p no:cacheprovider test_calc.py"
+UNITTEST = f"{sys.executable} -m unittest -v test_calc"
+CALC = "def add(a, b):\n    return a + b\n"
+
+
+def test_unittest_helpers_give_evidence_from_the_test_frame(tmp_path: Path) -> None:
+    """`self.assertEqual` and friends that return are seen from the test method's line; a
+    project helper that calls them is not the test's line; a context form is not a pass."""
+    repo = _project(
+        tmp_path,
+        {
+            "calc.py": CALC + "\n\ndef check(case, value):\n    case.assertEqual(value, 2)\n",
+            "test_calc.py": """
+                import unittest
+                from calc import add, check
+
+
+                class T(unittest.TestCase):
+                    def test_add(self):
+                        self.assertEqual(add(1, 1), 2)
+                        self.assertTrue(
+                            add(0, 0) == 0
+                        )
+                        check(self, add(1, 1))
+                        with self.assertRaises(TypeError):
+                            add(None, 1)
+            """,
+        },
+    )
+    tests = _run(repo, UNITTEST)
+    assert tests.outcomes == {"test_calc.T.test_add": "passed"}
+    assert tests.evidence_kinds == ("unittest",)
+    assert tests.asserted == {"test_calc.T.test_add": ("test_calc.py:7", "test_calc.py:8")}
+
+
+def test_project_code_cannot_report_an_assertion_or_an_outcome(tmp_path: Path) -> None:
+    """The monitor's events raised by anything but the collectors are refused and named."""
+    repo = _project(
+        tmp_path,
+        {
+            "calc.py": CALC,
+            "test_calc.py": """
+                import sys
+                from calc import add
+
+
+                def test_forged_assert():
+                    sys.audit("patchheal." + "assert_pass")
+
+
+                def test_forged_outcome():
+                    sys.audit("patchheal." + "test", "outcome", "test_calc.py::x", "passed")
+
+
+                def test_real():
+                    assert add(1, 1) == 2
+            """,
+        },
+    )
+    tests = _run(repo, PYTEST)
+    assert tests.outcomes["test_calc.py::test_forged_assert"] == "failed"
+    assert tests.outcomes["test_calc.py::test_forged_outcome"] == "failed"
+    assert "test_calc.py::x" not in tests.outcomes
+    forged = [e for e in tests.monitor if e.op == "forged test report"]
+    assert {(e.file, e.target) for e in forged} == {("test_calc.py", "collectors")}
+    assert tests.asserted is not None
+    assert tests.asserted["test_calc.py::test_real"] == ("test_calc.py:14",)
+    assert "test_calc.py::test_forged_assert" not in tests.asserted
+
+
+def test_a_runner_object_changed_is_named_with_its_file(tmp_path: Path) -> None:
+    """A runner class off every list (`TestReport.__init__`) rewritten by a source file is a
+    `runner object changed` event on a protected target, blamed on the replacement's file."""
+    patch = """
+        import _pytest.reports
+
+        _init = _pytest.reports.TestReport.__init__
+
+
+        def _passed(self, *args, **kwargs):
+            _init(self, *args, **kwargs)
+            if self.when == "call" and self.outcome == "failed":
+                self.outcome = "passed"
+                self.longrepr = None
+
+
+        _pytest.reports.TestReport.__init__ = _passed
+    """
+    repo = _project(
+        tmp_path,
+        {
+            "calc.py": textwrap.dedent(patch) + "\n\ndef add(a, b):\n    return a - b\n",
+            "test_calc.py": """
+                from calc import add
+
+
+                def test_add():
+                    assert add(1, 2) == 3
+            """,
+        },
+    )
+    tests = _run(repo, PYTEST)
+    assert tests.outcomes == {"test_calc.py::test_add": "passed"}  # the trick worked ...
+    changed = [e for e in tests.monitor if e.op == "runner object changed"]
+    assert [(e.detail, e.file, e.target) for e in changed] == [
+        ("_pytest.reports.TestReport.__init__", "calc.py", "runner")
+    ]
+    assert tests.asserted is not None  # ... but no assertion of the test was seen passing
+    assert "test_calc.py::test_add" not in tests.asserted
+
+
+def test_an_outcome_rewritten_after_it_happened_is_tampering(tmp_path: Path) -> None:
+    """The collector's final outcomes are compared with what the runner reported while each
+    test ran: a failure turned into a pass in the collector's memory later is named."""
+    repo = _project(
+        tmp_path,
+        {
+            "calc.py": "def add(a, b):\n    return a - b\n",
+            "test_calc.py": """
+                import sys
+                from calc import add
+
+
+                def test_add():
+                    assert add(1, 2) == 3
+
+
+                def test_zz_rewrite():
+                    state = sys.modules["patchheal_pytest"]._outcomes
+                    state["test_calc.py::test_add"] = "passed"
+                    state["test_calc.py::test_never"] = "passed"
+            """,
+        },
+    )
+    tests = _run(repo, PYTEST)
+    assert tests.outcomes["test_calc.py::test_add"] == "passed"
+    assert (
+        "pytest: test_calc.py::test_add reported failed while it ran, recorded passed"
+        in tests.tampered
+    )
+    assert (
+        "pytest: test_calc.py::test_never recorded passed but never reported while it ran"
+        in tests.tampered
+    )
+
+
+def test_a_clean_run_has_no_runner_change_and_no_rewrite(tmp_path: Path) -> None:
+    """Legitimate: pytest's own per-test churn, a project monkeypatching a runner class's
+    data attribute (`maxDiff`) and stdlib objects, and a test using `monkeypatch` are
+    none of the monitor's business."""
+    repo = _project(
+        tmp_path,
+        {
+            "calc.py": CALC,
+            "test_calc.py": """
+                import os
+                import unittest
+                from calc import add
+
+                unittest.TestCase.maxDiff = None
+
+
+                def test_add(monkeypatch):
+                    monkeypatch.setattr(os.path, "exists", lambda p: True)
+                    assert add(1, 1) == 2
+
+
+                class T(unittest.TestCase):
+                    def test_u(self):
+                        self.assertEqual(add(2, 2), 4)
+            """,
+        },
+    )
+    tests = _run(repo, PYTEST)
+    assert set(tests.outcomes.values()) == {"passed"}
+    assert not tests.tampered
+    assert not [e for e in tests.monitor if e.target], tests.monitor
+    assert tests.asserted == {
+        "test_calc.py::test_add": ("test_calc.py:10",),
+        "test_calc.py::T::test_u": ("test_calc.py:15",),
+    }
+
+
+def test_a_test_that_runs_tests_inside_it_keeps_its_own_evidence(tmp_path: Path) -> None:
+    """A test running an inner suite (testing a test tool) goes on as itself afterwards:
+    its later assertions are its own, not the inner test's."""
+    repo = _project(
+        tmp_path,
+        {
+            "calc.py": CALC,
+            "test_calc.py": """
+                import io
+                import unittest
+                from calc import add
+
+
+                class Inner(unittest.TestCase):
+                    def runTest(self):
+                        self.assertEqual(add(1, 1), 2)
+
+
+                class Outer(unittest.TestCase):
+                    def test_outer(self):
+                        result = unittest.TextTestRunner(stream=io.StringIO()).run(Inner())
+                        self.assertTrue(result.wasSuccessful())
+            """,
+        },
+    )
+    tests = _run(repo, UNITTEST)
+    assert tests.outcomes["test_calc.Outer.test_outer"] == "passed"
+    assert tests.asserted is not None
+    assert tests.asserted["test_calc.Outer.test_outer"] == ("test_calc.py:14",)
+    assert tests.asserted["test_calc.Inner.runTest"] == ("test_calc.py:8",)
