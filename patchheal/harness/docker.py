@@ -14,10 +14,12 @@ removed when the harness closes or its owner dies.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import hashlib
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,6 +31,7 @@ from patchheal.harness.images import Say
 from patchheal.harness.results import ResultsChannel
 from patchheal.harness.session import SandboxSession
 from patchheal.harness.sources import CommittedSources
+from patchheal.harness.treesize import TreeWatch
 from patchheal.models import CommandResult
 
 if TYPE_CHECKING:
@@ -137,13 +140,16 @@ class DockerHarness:
             results_dir=resultsvolume.run_dir(channel.nonce),
             collectors=COLLECTORS_MOUNT,
         )
-        done = session.run(
-            command,
-            environment=env,
-            timeout=timeout,
-            idle_timeout=idle_timeout,
-            on_output=on_output,
-        )
+        with self._watch(worktree, session) as watch:
+            done = session.run(
+                command,
+                environment=env,
+                timeout=timeout,
+                idle_timeout=idle_timeout,
+                on_output=on_output,
+            )
+        if watch is not None and watch.reason:
+            done = dataclasses.replace(done, stopped=watch.reason)
         # After the run's sweep: no process of it is left to write into the volume.
         size = sandbox.size_bytes(self.defn.sandbox.results_size)
         tests = channel.collect(
@@ -154,6 +160,17 @@ class DockerHarness:
             ),
         )
         return done.result(command, harness=self.name, memory=self.defn.sandbox.memory, tests=tests)
+
+    @contextlib.contextmanager
+    def _watch(self, worktree: Path, session: SandboxSession) -> Iterator[TreeWatch | None]:
+        """The worktree's size watched during a run (`[sandbox] worktree_size`)."""
+        setting = self.defn.sandbox.worktree_size
+        if setting == "off":
+            yield None
+            return
+        watch = TreeWatch(worktree, sandbox.size_bytes(setting), session.stop, setting)
+        with watch.running():
+            yield watch
 
     def purpose(self, worktree: Path) -> str:
         """The purpose label (and name part) of `worktree`'s sandbox container."""
