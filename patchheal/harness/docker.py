@@ -14,16 +14,15 @@ removed when the harness closes or its owner dies.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from patchheal.harness import containers, deps, images, resultsvolume, sandbox
+from patchheal.harness import containers, deps, images, resultsvolume, sandbox, treesize
 from patchheal.harness.base import OutputSink
 from patchheal.harness.config import HarnessDef
 from patchheal.harness.hostdirs import collectors_source
@@ -31,7 +30,6 @@ from patchheal.harness.images import Say
 from patchheal.harness.results import ResultsChannel
 from patchheal.harness.session import SandboxSession
 from patchheal.harness.sources import CommittedSources
-from patchheal.harness.treesize import TreeWatch
 from patchheal.models import CommandResult
 
 if TYPE_CHECKING:
@@ -140,7 +138,8 @@ class DockerHarness:
             results_dir=resultsvolume.run_dir(channel.nonce),
             collectors=COLLECTORS_MOUNT,
         )
-        with self._watch(worktree, session) as watch:
+        # The worktree is a host bind mount: its size is watched (`[sandbox] worktree_size`).
+        with treesize.watching(self.defn.sandbox, worktree, session.stop) as watch:
             done = session.run(
                 command,
                 environment=env,
@@ -160,17 +159,6 @@ class DockerHarness:
             ),
         )
         return done.result(command, harness=self.name, memory=self.defn.sandbox.memory, tests=tests)
-
-    @contextlib.contextmanager
-    def _watch(self, worktree: Path, session: SandboxSession) -> Iterator[TreeWatch | None]:
-        """The worktree's size watched during a run (`[sandbox] worktree_size`)."""
-        setting = self.defn.sandbox.worktree_size
-        if setting == "off":
-            yield None
-            return
-        watch = TreeWatch(worktree, sandbox.size_bytes(setting), session.stop, setting)
-        with watch.running():
-            yield watch
 
     def purpose(self, worktree: Path) -> str:
         """The purpose label (and name part) of `worktree`'s sandbox container."""

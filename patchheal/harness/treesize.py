@@ -22,6 +22,8 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from patchheal.harness.config import SandboxSpec
+
 log = logging.getLogger(__name__)
 
 INTERVAL = 1.5
@@ -111,3 +113,24 @@ class TreeWatch:
         finally:
             self._done.set()
             self._thread.join(timeout=60)
+
+
+def size_limit(box: SandboxSpec) -> int | None:
+    """`worktree_size` in bytes, None when 'off'."""
+    from patchheal.harness.sandbox import size_bytes
+
+    return None if box.worktree_size == "off" else size_bytes(box.worktree_size)
+
+
+@contextlib.contextmanager
+def watching(
+    box: SandboxSpec, worktree: Path, stop: Callable[[], None]
+) -> Iterator[TreeWatch | None]:
+    """`worktree` watched against `box`'s `worktree_size` for the `with` block (None: off);
+    `stop` ends the run past it."""
+    limit = size_limit(box)
+    if limit is None:
+        yield None
+        return
+    with TreeWatch(worktree, limit, stop, box.worktree_size).running() as watch:
+        yield watch
