@@ -8,8 +8,10 @@ sums the tree's allocated bytes (`st_blocks`, each hard-linked inode once) with
 stops the run (kills every process of the step's user). The run's result then
 carries the limit as its reason: not a verdict on the code.
 
-A scan of a 10,000-file tree takes a few tens of milliseconds; the interval grows
-with the scan's own duration, so watching never costs more than ~5 % of a core.
+Measured on this machine (2 cores, shared): a scan of 726 entries takes 8 ms, of
+4,110 entries 78 ms, of 60,359 entries 1.7 s. The interval grows with the scan's own
+duration (20 times it, at least 1.5 s), so watching never costs more than ~5 % of a
+core; the price is a later stop (a larger overshoot) in a very large tree.
 """
 
 from __future__ import annotations
