@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from patchheal.errors import SpecError, validation_problems
+from patchheal.harness.config import check_debian_package
 from patchheal.intake import rawspec
 from patchheal.proposers.config import PatchfilesConfig, ProposerConfig
 
@@ -88,6 +89,13 @@ class JobSection(_Spec):
         description="the node-version the failing CI job's setup-node asked for (set from "
         "`workflow`); trusted before the repository's files, after `node`",
     )
+    packages: tuple[str, ...] = Field(
+        (),
+        max_length=100,
+        description="Debian packages the job's steps need beside the harness image's "
+        "(e.g. ['graphviz', 'libpq-dev']): installed offline from Debian's packages into "
+        "an image of their own, built once per sorted list (docker harnesses)",
+    )
     objective: str = Field("", description="what the job is for, shown to proposers")
     workflow: str | None = Field(
         None,
@@ -128,6 +136,13 @@ class JobSection(_Spec):
             raise ValueError(
                 "must be 1-128 of letters, digits, '.', '_' or '-', starting with a letter or digit"
             )
+        return value
+
+    @field_validator("packages")
+    @classmethod
+    def _debian_packages(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for name in value:
+            check_debian_package(name)
         return value
 
     @field_validator("harness")

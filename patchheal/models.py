@@ -220,6 +220,11 @@ class CommandResult(_Model):
     timed_out: Literal["wall", "idle"] | None = None
     truncated: bool = False
     oom_killed: bool = False
+    stopped: str | None = Field(
+        None,
+        description="why a limit of the run stopped it (the worktree grew past "
+        "[sandbox] worktree_size): not a verdict on the code; None otherwise",
+    )
     harness: str = "local"
     tests: TestResults | None = Field(
         None,

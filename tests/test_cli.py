@@ -146,6 +146,17 @@ def test_print_spec_shows_the_toml_the_flags_make(tmp_path: Path) -> None:
             '[proposer]\nkind = "scripted"\ndiffs = []\n',
             "no-such-harness",
         ),
+        # [job] packages are Debian package names (issue 32): no option, no shell word.
+        (
+            '[job]\nid = "x"\npackages = ["graphviz", "Lib_PQ"]\n'
+            '[[steps]]\nname = "a"\ncommand = "true"\n',
+            "'Lib_PQ' is not a Debian package name",
+        ),
+        (
+            '[job]\nid = "x"\npackages = ["--allow-unauthenticated"]\n'
+            '[[steps]]\nname = "a"\ncommand = "true"\n',
+            "is not a Debian package name",
+        ),
     ],
 )
 def test_bad_spec_is_exit_2_with_a_clear_message(tmp_path: Path, spec: str, expected: str) -> None:

@@ -219,3 +219,29 @@ def test_compose_subset_refuses_what_it_cannot_sandbox(
     path.write_text(body)
     with pytest.raises(SpecError, match=message):
         composefile.load(path)
+
+
+@pytest.mark.docker
+def test_a_compose_step_writing_past_worktree_size_is_stopped(
+    engine: Any, python_image: str, tmp_path: Path
+) -> None:
+    """Issue 32 item 8, for compose: the step's worktree is watched as a session's is."""
+    tree = tmp_path / "wt"
+    tree.mkdir()
+    (tree / "compose.yaml").write_text("services:\n  step:\n    environment:\n      X: '1'\n")
+    job_id = f"compose-treesize-{os.getpid()}"
+    harness = ComposeHarness(load_harness("compose"), job_id=job_id)
+    box = harness.base.defn.sandbox.model_copy(update={"worktree_size": "20m"})
+    harness.base.defn = harness.base.defn.model_copy(update={"sandbox": box})
+    endless = "i=0; while true; do head -c 1048576 /dev/zero > big.$i; i=$((i+1)); sleep 0.1; done"
+    try:
+        harness.prepare(tree)
+        stopped = harness.run(endless, tree, timeout=100, idle_timeout=100)
+    finally:
+        harness.close()
+    assert stopped.timed_out is None, stopped.output
+    assert stopped.exit_code is None
+    assert stopped.stopped is not None
+    assert "worktree_size = '20m'" in stopped.stopped
+    assert stopped.duration_seconds < 60
+    assert labelled(engine, job_id) == {"containers": [], "networks": [], "volumes": []}

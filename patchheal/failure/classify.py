@@ -314,10 +314,21 @@ def classify(
     oom_killed: bool = False,
     timed_out: str | None = None,
     repo_root: str | None = None,
+    stopped: str | None = None,
 ) -> Classification:
     """Classify a failure from its parsed form, the log's tail and what the harness saw."""
     if oom_killed:
         return _make(C.INFRA_ISSUE, False, ["the container was OOM-killed"])
+    if stopped:  # a limit of the harness's run (the worktree's size), not the project's code
+        return _make(
+            C.INFRA_ISSUE,
+            False,
+            [f"the run was stopped: {stopped}"],
+            (
+                "Raise the limit in the harness's [sandbox] worktree_size (or 'off'), or find "
+                "what the step writes into its worktree: `du -sh` after a run of the step.",
+            ),
+        )
     own = "\n".join((failure.error_type, failure.message, _not_source(failure.summary)))
     tail = "\n".join(clean(log[-256 * 1024 :]).split("\n")[-TAIL_LINES:])
     exhausted = _memory_error_in_test(failure, tail, exit_code)

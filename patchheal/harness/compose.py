@@ -13,6 +13,7 @@ earlier attempt left in a database.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import Iterator, Sequence
@@ -20,7 +21,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from patchheal.errors import HarnessError, ImageBuildError, SpecError
-from patchheal.harness import composefile, containers, images, resultsvolume, sandbox, services
+from patchheal.harness import (
+    composefile,
+    containers,
+    images,
+    resultsvolume,
+    sandbox,
+    services,
+    treesize,
+)
 from patchheal.harness.base import OutputSink
 from patchheal.harness.config import HarnessDef
 from patchheal.harness.docker import COLLECTORS_MOUNT, DockerHarness
@@ -244,10 +253,15 @@ class ComposeHarness:
         kwargs.pop("network_mode")
         kwargs.update(self._endpoint(network, self.spec.service))
         name = containers.container_name(self.job_id, f"{self.defn.name}-{self.spec.service}")
-        with containers.created(self.client, name=name, **kwargs) as container:
+        with (
+            containers.created(self.client, name=name, **kwargs) as container,
+            treesize.watching(defn.sandbox, worktree, container.kill) as watch,
+        ):
             done = containers.run_to_completion(
                 container, timeout=timeout, idle_timeout=idle_timeout, on_output=on_output
             )
+        if watch is not None and watch.reason:
+            done = dataclasses.replace(done, stopped=watch.reason)
         return done.result(command, harness=self.name, memory=defn.sandbox.memory)
 
     def _endpoint(self, network: str, alias: str) -> dict[str, Any]:

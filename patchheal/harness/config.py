@@ -44,6 +44,11 @@ class ImageSpec(_Def):
     packages: tuple[str, ...] = Field(
         (), description="Debian packages of the offline base image (mmdebstrap/debootstrap)"
     )
+    extra_packages: tuple[str, ...] = Field(
+        (),
+        description="Debian packages a job adds (`[job] packages`): installed with `packages` "
+        "into an image of their own, the sorted list part of its tag",
+    )
     suite: str = Field("bookworm", description="Debian suite of the offline base image")
     mirror: str = Field("http://deb.debian.org/debian", description="Debian mirror for it")
     pull: Literal["auto", "always", "never"] = Field(
@@ -53,6 +58,28 @@ class ImageSpec(_Def):
     check: str = Field(
         "true", description="health check run in a fresh container right after every build"
     )
+
+    @field_validator("packages", "extra_packages")
+    @classmethod
+    def _debian_names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for name in value:
+            check_debian_package(name)
+        return value
+
+
+# Debian Policy 5.6.7: lower-case letters, digits, '+', '-', '.'; at least two characters,
+# starting with a letter or digit.
+DEBIAN_PACKAGE = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")
+
+
+def check_debian_package(name: str) -> str:
+    """`name` if it is a Debian package name, else a ValueError saying the grammar."""
+    if not DEBIAN_PACKAGE.match(name) or len(name) > 100:
+        raise ValueError(
+            f"{name!r} is not a Debian package name (lower-case letters, digits, '+', '-' "
+            "and '.', at least two characters, starting with a letter or digit)"
+        )
+    return name
 
 
 class SandboxSpec(_Def):
@@ -87,6 +114,19 @@ class SandboxSpec(_Def):
         description="size cap of the results directory, a tmpfs inside the container "
         "(a run that fills it is rejected)",
     )
+    worktree_size: str = Field(
+        "4g",
+        description="how large the worktree (a host bind mount) may grow while a step runs, "
+        "a size or 'off': watched every ~1.5 s, and past it the run is stopped with the "
+        "limit as its reason (not a verdict on the code)",
+    )
+
+    @field_validator("worktree_size")
+    @classmethod
+    def _size_or_off(cls, value: str) -> str:
+        if value != "off" and not _SIZE.match(value):
+            raise ValueError(f"{value!r} is not 'off' or a size like '4g'")
+        return value
 
     @field_validator("user")
     @classmethod

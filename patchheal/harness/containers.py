@@ -239,6 +239,8 @@ class Finished:
     timed_out: str | None
     oom_killed: bool
     duration: float
+    stopped: str | None = None
+    """Why a limit of the run stopped it (the worktree's size: treesize.py), or None."""
 
     def result(
         self, command: str, *, harness: str, memory: str, tests: TestResults | None = None
@@ -247,9 +249,12 @@ class Finished:
         output = self.output
         if self.oom_killed:
             output += f"\n[patchheal: the step was OOM-killed at {memory}]\n"
+        if self.stopped:
+            output += f"\n[patchheal: the step was stopped: {self.stopped}]\n"
         return CommandResult(
             command=command,
-            exit_code=self.exit_code,
+            exit_code=None if self.stopped else self.exit_code,
+            stopped=self.stopped,
             output=output,
             duration_seconds=self.duration,
             timed_out=self.timed_out,

@@ -14,6 +14,7 @@ removed when the harness closes or its owner dies.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import os
@@ -29,6 +30,7 @@ from patchheal.harness import (
     resultsvolume,
     sandbox,
     scmversion,
+    treesize,
 )
 from patchheal.harness.base import OutputSink
 from patchheal.harness.config import HarnessDef
@@ -172,13 +174,17 @@ class DockerHarness:
             results_dir=resultsvolume.run_dir(channel.nonce),
             collectors=COLLECTORS_MOUNT,
         )
-        done = session.run(
-            command,
-            environment=env,
-            timeout=timeout,
-            idle_timeout=idle_timeout,
-            on_output=on_output,
-        )
+        # The worktree is a host bind mount: its size is watched (`[sandbox] worktree_size`).
+        with treesize.watching(self.defn.sandbox, worktree, session.stop) as watch:
+            done = session.run(
+                command,
+                environment=env,
+                timeout=timeout,
+                idle_timeout=idle_timeout,
+                on_output=on_output,
+            )
+        if watch is not None and watch.reason:
+            done = dataclasses.replace(done, stopped=watch.reason)
         # After the run's sweep: no process of it is left to write into the volume.
         size = sandbox.size_bytes(self.defn.sandbox.results_size)
         tests = channel.collect(

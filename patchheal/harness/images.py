@@ -25,13 +25,13 @@ import socket
 import tempfile
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from patchheal.errors import ImageBuildError
+from patchheal.errors import ImageBuildError, SpecError
 from patchheal.harness import containers, rootfs
-from patchheal.harness.config import HarnessDef
+from patchheal.harness.config import HarnessDef, check_debian_package
 
 if TYPE_CHECKING:
     from docker import DockerClient
@@ -77,9 +77,11 @@ def recipe_hash(defn: HarnessDef, _chain: tuple[str, ...] = ()) -> str:
     digest = hashlib.sha256()
     recipe = defn.image.model_dump(mode="json")
     recipe["packages"] = sorted(defn.image.packages)
-    if recipe.get("harness") is None:
-        # Keys added later are left out while unset, so existing images keep their tags.
-        recipe.pop("harness", None)
+    recipe["extra_packages"] = sorted(set(defn.image.extra_packages))
+    # Keys added later are left out while unset, so existing images keep their tags.
+    for key in ("harness", "extra_packages"):
+        if not recipe.get(key):
+            recipe.pop(key, None)
     digest.update(json.dumps([BUILDER_VERSION, recipe], sort_keys=True).encode())
     if defn.image.harness:
         # A rebuilt base harness must give this one a new tag too.
@@ -101,7 +103,30 @@ def _base_harness(defn: HarnessDef) -> HarnessDef:
     # Looked up from the folder the definition lives in, so a repository's own
     # harnesses/ can base one harness on another.
     repo = defn.path.parent.parent if defn.path is not None else None
-    return load_harness(defn.image.harness, repo)
+    # A job's packages go into the Debian base the chain starts from.
+    return with_packages(load_harness(defn.image.harness, repo), defn.image.extra_packages)
+
+
+def with_packages(defn: HarnessDef, packages: Sequence[str]) -> HarnessDef:
+    """`defn` with a job's Debian `packages` added to its image (`[job] packages`): an image
+    of its own, built offline from Debian's packages like the base, tagged by the sorted
+    list with the rest of the recipe, so the same list reuses it."""
+    if not packages:
+        return defn
+    if defn.kind != "docker":
+        raise SpecError(
+            f"[job] packages: harness {defn.name!r} is a {defn.kind} harness; job packages go "
+            "into a docker harness's image (its [compose] base harness's, in its definition)"
+        )
+    for name in packages:
+        try:
+            check_debian_package(name)
+        except ValueError as exc:
+            raise SpecError(f"[job] packages: {exc}") from None
+    wanted = tuple(sorted({*defn.image.extra_packages, *packages}))
+    return defn.model_copy(
+        update={"image": defn.image.model_copy(update={"extra_packages": wanted})}
+    )
 
 
 def image_tag(defn: HarnessDef) -> str:
@@ -209,13 +234,16 @@ def _base_image(
     if spec.harness:
         base = ensure_image(client, _base_harness(defn), say=say)
         return base, f"harness {spec.harness}"
-    if spec.ref and not from_scratch and exists(client, spec.ref):
-        return spec.ref, "local"
-    if spec.ref and not from_scratch and spec.pull != "never" and _pull(client, spec, say):
-        return spec.ref, "pull"
-    if spec.pull == "always" and spec.ref:
-        raise ImageBuildError(f"cannot pull {spec.ref} and [image] pull = 'always'")
-    packages = spec.packages or _default_packages(defn)
+    # A job's packages ([job] packages) are Debian's: such an image is built from them.
+    ref = spec.ref if not spec.extra_packages else None
+    if ref and not from_scratch and exists(client, ref):
+        return ref, "local"
+    if ref and not from_scratch and spec.pull != "never" and _pull(client, spec, say):
+        return ref, "pull"
+    if spec.pull == "always" and ref:
+        raise ImageBuildError(f"cannot pull {ref} and [image] pull = 'always'")
+    base_packages = spec.packages or _default_packages(defn)
+    packages = (*base_packages, *(p for p in spec.extra_packages if p not in base_packages))
     with tempfile.TemporaryDirectory(prefix="patchheal-rootfs-") as tmp:
         tarball = Path(tmp) / "rootfs.tar"
         source, mounts = rootfs.build(tarball, spec.suite, spec.mirror, packages, say)
@@ -322,4 +350,5 @@ __all__ = [
     "host_mounts",
     "image_tag",
     "remove_image",
+    "with_packages",
 ]

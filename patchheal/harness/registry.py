@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from patchheal.errors import InfraUnavailable, SpecError
-from patchheal.harness import inference, nodes, pythons
+from patchheal.harness import images, inference, nodes, pythons
 from patchheal.harness.config import HarnessDef
 from patchheal.harness.definitions import list_harnesses, load_harness
 
@@ -48,6 +48,7 @@ def resolve(job: JobSpec, repo: Path) -> tuple[HarnessDef | None, str]:
         load_harness(name, repo), repo, job.job.base, job.job.python, job.job.python_from_workflow
     )
     defn, node = nodes.choose(defn, repo, job.job.base, job.job.node, job.job.node_from_workflow)
+    defn = images.with_packages(defn, job.job.packages)
     return defn, "; ".join(filter(None, (why, python, node)))
 
 

@@ -31,10 +31,22 @@ _USER_LINES = (
 )
 # Documentation and translations are dead weight in a sandbox image.
 _EXCLUDES = ("/usr/share/doc/*", "/usr/share/man/*", "/usr/share/info/*", "/usr/share/locale/*")
+# ... but not the locale aliases `locale-gen` reads.
+_INCLUDES = ("/usr/share/locale/locale.alias",)
+# An image with the `locales` package gets the UTF-8 locales a hosted CI runner has
+# (C.UTF-8 comes with libc): generated once at build time (~3 MB), not `locales-all`
+# (~220 MB of every locale).
+GENERATED_LOCALES = ("en_US.UTF-8 UTF-8",)
+_LOCALES = (
+    'if [ -x "$1/usr/sbin/locale-gen" ]; then '
+    f"printf '%s\\n' {' '.join(repr(x) for x in GENERATED_LOCALES)} > \"$1/etc/locale.gen\" && "
+    'chroot "$1" /usr/sbin/locale-gen >/dev/null; fi'
+)
 _HOOK = (
     'mkdir -p "$1/workspace" "$1/opt/patchheal" && '
     f"printf '%s' '{_USER_LINES[0].strip()}\\n' >> \"$1/etc/passwd\" && "
     f"printf '%s' '{_USER_LINES[1].strip()}\\n' >> \"$1/etc/group\" && "
+    f"{_LOCALES} && "
     'rm -rf "$1/var/cache/apt/archives/"*.deb "$1/var/lib/apt/lists/"*'
 )
 
@@ -51,6 +63,7 @@ def debian_rootfs(tarball: Path, suite: str, mirror: str, packages: Sequence[str
             "--variant=apt",
             f"--include={','.join(packages)}",
             *(f"--dpkgopt=path-exclude={p}" for p in _EXCLUDES),
+            *(f"--dpkgopt=path-include={p}" for p in _INCLUDES),
             f"--customize-hook={_HOOK}",
             suite,
             str(tarball),
@@ -82,6 +95,7 @@ def _debootstrap(tarball: Path, suite: str, mirror: str, packages: Sequence[str]
                 handle.write(line)
         for rel in ("workspace", "opt/patchheal"):
             (root / rel).mkdir(parents=True, exist_ok=True)
+        proc.run(["/bin/sh", "-c", _LOCALES, "locales", str(root)], timeout=600)
         shutil.rmtree(root / "var/cache/apt/archives", ignore_errors=True)
         packed = proc.run(["tar", "-C", str(root), "-cf", str(tarball), "."], timeout=1800)
         if not packed.passed:

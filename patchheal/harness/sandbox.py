@@ -63,9 +63,9 @@ def process_limits(box: SandboxSpec) -> list[Any]:
 def resolve_user(defn: HarnessDef, worktree: Path) -> str:
     """'UID:GID' the step runs as: never root.
 
-    'auto' takes the worktree's owner so files the step writes stay the
-    owner's; when root owns the worktree, a fixed unprivileged uid is used and
-    the worktree is made writable for it (`make_writable`).
+    'auto' takes the worktree's owner, as a CI runner's user owns its checkout;
+    when root owns the worktree, a fixed unprivileged uid, to which the worktree is
+    then given (`make_writable`).
     """
     if defn.sandbox.user != "auto":
         uid, _, gid = defn.sandbox.user.partition(":")
@@ -77,13 +77,26 @@ def resolve_user(defn: HarnessDef, worktree: Path) -> str:
 
 
 def make_writable(worktree: Path, user: str) -> None:
-    """Let `user` write in a worktree it does not own (group/other write bits).
+    """Make `worktree` the step user's own, as a CI runner's checkout is its user's.
 
-    Only needed when the host owner differs (a root-owned worktree). Git
-    tracks the executable bit only, so the mode change never shows in a diff,
-    and the worktree root stays private to its parent directory.
+    As root (the usual host of the Docker harness), every file and directory of the
+    worktree is given to `user` (chown, never following a symlink): whatever a step
+    may do to its own files on a runner (set their times, modes, locks; build in
+    them), it may do here. Without root, a worktree that `user` does not own gets
+    group/other write bits instead (writes work; times and modes of files it did not
+    make do not). Git tracks the executable bit only, so neither shows in a diff.
+
+    The worktree's own `.git` (file or directory) stays the host owner's: a step that
+    could rewrite it could point host-side git at a repository it made. The worktree
+    root stays private to its parent directory, so a host user of the same uid
+    cannot reach it. Host-side git names the repository explicitly (`proc.git_location`:
+    GIT_DIR is set, so git's ownership check of discovered repositories does not apply).
     """
-    uid = int(user.split(":")[0])
+    uid_text, _, gid_text = user.partition(":")
+    uid, gid = int(uid_text), int(gid_text or uid_text)
+    if os.geteuid() == 0:
+        _give(worktree, uid, gid)
+        return
     if worktree.stat().st_uid == uid:
         return
     for root, dirs, files in os.walk(worktree):
@@ -92,10 +105,29 @@ def make_writable(worktree: Path, user: str) -> None:
         _add_bits(Path(root), 0o777)
         for name in files:
             path = Path(root) / name
-            # The worktree's `.git` file stays the owner's: a step that could
-            # rewrite it could point host-side git at a repository it made.
             if not path.is_symlink() and path != worktree / ".git":
                 _add_bits(path, 0o666)
+
+
+def _give(worktree: Path, uid: int, gid: int) -> None:
+    """chown every entry of `worktree` but its `.git` to uid:gid. `os.fwalk` holds each
+    directory open and changes entries relative to it, so a symlink swapped in for a
+    directory is never followed out of the tree."""
+
+    def own(name: str, fd: int | None) -> None:
+        info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        if (info.st_uid, info.st_gid) != (uid, gid):
+            os.chown(name, uid, gid, dir_fd=fd, follow_symlinks=False)
+
+    for top, dirs, files, fd in os.fwalk(worktree, follow_symlinks=False):
+        at_root = Path(top) == worktree
+        if at_root:
+            own(str(worktree), None)
+            if ".git" in dirs:
+                dirs.remove(".git")
+        for name in [*dirs, *files]:
+            if not (at_root and name == ".git"):
+                own(name, fd)
 
 
 def _add_bits(path: Path, bits: int) -> None:

@@ -217,6 +217,10 @@ class SandboxSession:
             return
         containers.teardown(container, grace=0)  # the keeper did not go: make it
 
+    def stop(self) -> None:
+        """Kill every process of the step's user now (a limit of the run was reached)."""
+        self._scrub()
+
     def _scrub(self) -> None:
         assert self._container is not None
         containers.exec_checked(

@@ -162,6 +162,7 @@ def reproduce(
         oom_killed=result.oom_killed,
         timed_out=result.timed_out,
         repo_root=str(tree),
+        stopped=result.stopped,
     )
     if ci_fingerprint is not None and ci_fingerprint != failure.fingerprint:
         classification = Classification(

@@ -136,6 +136,8 @@ def _check_run(
     verdict = _judged(result, baseline, failure)
     if result.timed_out is not None:
         return verdict, (Outcome.TIMEOUT, _timeout(result, budget))
+    if result.stopped:  # a limit of the run (the worktree's size): the patch was not judged
+        return verdict, (Outcome.HARNESS_ERROR, f"the run was stopped{which}: {result.stopped}")
     if no_trust := untrusted(result.tests):  # the harness's collector broke, not the patch
         return verdict, (Outcome.HARNESS_ERROR, no_trust)
     if touched:  # the run judged another tree than the candidate's
@@ -191,6 +193,8 @@ def _regression(
         return (*_tainted(touched, True, "the regression steps"), log)
     if result.timed_out is not None:
         return Outcome.TIMEOUT, f"regression steps: {result.timed_out} timeout", log
+    if result.stopped:
+        return Outcome.HARNESS_ERROR, f"the regression steps were stopped: {result.stopped}", log
     if no_trust := untrusted(result.tests):
         return Outcome.HARNESS_ERROR, f"in the regression steps, {no_trust}", log
     verdict = judge_regression(result, tree, baseline)

@@ -185,6 +185,8 @@ def judge(
         return verdict(False, "killed after printing nothing for too long (idle timeout)")
     if result.oom_killed:
         return verdict(False, "killed for running out of memory")
+    if result.stopped:
+        return verdict(False, f"stopped: {result.stopped}")
     if code is None:
         return verdict(False, "killed before it exited")
     prior = baseline.tests if baseline is not None else None
