@@ -193,11 +193,11 @@ def test_between_two_runs_the_twin_shows_a_test_that_fails_as_it_is(tmp_path: Pa
     test = "tests/test_calc.py::test_add"
     fixed = _run(tree, "pytest", payload)
     assert fixed.outcomes[test] == "failed"
-    assert still_failing(fixed, {test: line}) == ""
+    assert still_failing(fixed, {test: (rel, line)}) == ""
     (tree / "calc.py").write_text(CALC.replace("a + b", "a - b"))
     buggy = _run(tree, "pytest", payload)
     assert buggy.outcomes[test] == "failed"
-    assert f"at line {line}" in still_failing(buggy, {test: line})
+    assert f"at line {line}" in still_failing(buggy, {test: (rel, line)})
 
 
 def test_the_assert_run_as_it_is_evaluates_its_shared_operand_once(tmp_path: Path) -> None:

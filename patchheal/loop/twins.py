@@ -65,7 +65,7 @@ class _Made:
 
     twins: dict[str, FileTwin] = field(default_factory=dict)
     files: list[dict[str, object]] = field(default_factory=list)
-    kept: dict[str, int] = field(default_factory=dict)
+    kept: dict[str, tuple[str, int]] = field(default_factory=dict)
     """Test id -> the line of its assert that runs as it was before it runs made impossible."""
     missing: list[tuple[str, str]] = field(default_factory=list)
 
@@ -211,11 +211,11 @@ class TwinRun:
             # Each changed plain assert runs first as it is (its shared operand evaluated once):
             # whatever a candidate does in the twin, it fails the one or passes the other.
             kept = {
-                m.test_id: m.line
+                m.test_id: (rel, m.line)
                 for m in twin.mutations
-                if m.line in self.plan.asserts.get(m.test_id, ())
+                if m.test_id in self.plan.asserts and m.line in self.plan.asserts[m.test_id].asserts
             }
-            planned = told(rel, saved.content, twin, sorted(set(kept.values())))
+            planned = told(rel, saved.content, twin, sorted({line for _, line in kept.values()}))
             try:
                 twinchannel.payload([*made.files, planned])
             except twinchannel.TooLarge as exc:

@@ -45,7 +45,7 @@ def _same_file(seen: str, planned: str) -> bool:
     return seen == planned or seen.endswith(f"/{planned}") or planned.endswith(f"/{seen}")
 
 
-def _seen_lines(seen: tuple[str, ...], planned: str) -> set[int]:
+def seen_lines(seen: tuple[str, ...], planned: str) -> set[int]:
     lines = set()
     for entry in seen:
         path, _, line = entry.rpartition(":")
@@ -67,7 +67,7 @@ def unexecuted(required: Mapping[str, Required], tests: TestResults | None) -> s
         lines = _needed(need, tests.evidence_kinds)
         if not lines or tests.outcomes.get(test) != "passed":
             continue
-        seen = _seen_lines(tests.asserted.get(test, ()), need.file)
+        seen = seen_lines(tests.asserted.get(test, ()), need.file)
         missing = sorted(set(lines) - seen)
         if missing:
             shown = ", ".join(str(line) for line in missing[:5])

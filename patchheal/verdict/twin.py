@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from patchheal.models import CommandResult, TestResults
+from patchheal.verdict.ran import seen_lines
 
 
 def twin_passed(result: CommandResult, protected: Sequence[str], fresh: Sequence[str]) -> str:
@@ -35,19 +36,20 @@ def twin_passed(result: CommandResult, protected: Sequence[str], fresh: Sequence
     return "the twin run exited 0"
 
 
-def still_failing(tests: TestResults | None, kept: Mapping[str, int]) -> str:
+def still_failing(tests: TestResults | None, kept: Mapping[str, tuple[str, int]]) -> str:
     """Why the twin run shows a protected test failing as it is, "" when it does not.
 
-    `kept`: test id -> the line of the assert that ran as it was just before the same
-    assert made impossible (collectors/patchheal_twin.py). pytest's assertion-pass hook
-    records that line when the assert as it was passed; a test that failed without it
-    failed before it got to the impossible one. No evidence (no hook): ""."""
+    `kept`: test id -> the file and line of the assert that ran as it was just before the
+    same assert made impossible (collectors/patchheal_twin.py). The monitor records that
+    line ('file:line', seen from the test's own frame) when the assert as it was passed; a
+    test that failed without it failed before it got to the impossible one. No evidence
+    (no hook): ""."""
     if tests is None or tests.asserted is None:
         return ""
-    for test, line in kept.items():
+    for test, (file, line) in kept.items():
         if tests.outcomes.get(test) not in ("failed", "error"):
             continue
-        if line not in tests.asserted.get(test, ()):
+        if line not in seen_lines(tests.asserted.get(test, ()), file):
             return (
                 f"{test} failed before its assert at line {line} was made impossible "
                 "(that assert, as it is, did not pass)"
