@@ -365,6 +365,19 @@ def test_the_workflow_job_that_runs_the_failing_command_decides(
     assert rank in why
 
 
+def test_a_test_job_in_a_lint_and_test_workflow_still_speaks(
+    make_repo: Any, python_def: HarnessDef
+) -> None:
+    """Legitimate: the workflow's name says lint, but its `test` job runs the tests; its
+    `lint` job (3.13) does not decide."""
+    renamed = SPLIT_CI.replace("  unit:", "  test:").replace("  integration:", "  lint:")
+    workflow = renamed.replace("name: CI", "name: Lint and test")
+    repo = make_repo({".github/workflows/lint-and-test.yml": workflow, "setup.py": ""})
+    defn, why = pythons.choose(python_def, repo, "main", None, command="make integration")
+    assert pythons.of(defn) == "3.9", why
+    assert "(job test), which runs the tests," in why
+
+
 def test_tox_envs_narrow_the_workflow_that_runs_tox(make_repo: Any, python_def: HarnessDef) -> None:
     """CI runs `tox -e py` on a matrix; tox's envlist names the envs that exist, so a
     matrix Python tox has no env for is not what the tests run on."""

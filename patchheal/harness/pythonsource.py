@@ -130,7 +130,8 @@ class WorkflowJob:
 
     workflow: str  # .github/workflows/test.yml
     job: str
-    titles: str  # the file's stem, the workflow's and the job's names: what kind of job
+    workflow_title: str  # the file's stem and the workflow's name
+    job_title: str  # the job's id and name
     scripts: str  # every `run:` of its steps (and a `with: run:` of an action's)
     versions: tuple[str, ...]
 
@@ -154,8 +155,8 @@ def workflow_jobs(name: str, text: str) -> list[WorkflowJob]:
         steps = [s for s in body.get("steps") or [] if isinstance(s, dict)]
         runs = [str(s.get("run") or (s.get("with") or {}).get("run") or "") for s in steps]
         versions = workflow_versions(yaml.safe_dump({"jobs": {job: body}}))
-        titles = f"{title} {job} {body.get('name') or ''}"
-        found.append(WorkflowJob(name, str(job), titles, "\n".join(runs), tuple(versions)))
+        own = f"{job} {body.get('name') or ''}"
+        found.append(WorkflowJob(name, str(job), title, own, "\n".join(runs), tuple(versions)))
     return found
 
 
@@ -170,7 +171,7 @@ def testing_workflow(read: Any, names: list[str], command: str | None) -> Eviden
     (verbatim, or its test tool), else any test command, else any job that is not a
     benchmark, docs, lint, typing or release job; a job naming no Python says nothing."""
     jobs = [j for name in names for j in workflow_jobs(name, read(name) or "")]
-    jobs = [j for j in jobs if j.versions and not _NOT_TESTS.search(j.titles)]
+    jobs = [j for j in jobs if j.versions and not _not_tests(j)]
     wanted = (command or "").strip()
     tool = tool_of(wanted) if wanted else None
 
@@ -188,6 +189,14 @@ def testing_workflow(read: Any, names: list[str], command: str | None) -> Eviden
     where = ", ".join(dict.fromkeys(f"{j.workflow} (job {j.job})" for j in chosen))
     versions = list(dict.fromkeys(v for j in chosen for v in j.versions))
     return Evidence(f"the CI workflow {where}, which {what[best]},", versions, None)
+
+
+def _not_tests(job: WorkflowJob) -> bool:
+    """A benchmark, docs, lint, typing or release job: by its own name, or by its workflow's
+    unless the job says it tests ("Lint and test" / job `test` does)."""
+    if _NOT_TESTS.search(job.job_title):
+        return True
+    return bool(_NOT_TESTS.search(job.workflow_title)) and "test" not in job.job_title.lower()
 
 
 def nox_versions(text: str) -> list[str]:
