@@ -350,15 +350,16 @@ jobs:
     ("command", "expected", "rank"),
     [
         ("make integration", "3.13", "runs the failing command"),
-        ("pytest -x tests/unit/test_a.py", "3.9", "runs the failing command"),
+        ("python -m pytest -q tests/unit", "3.9", "runs the failing command"),
+        ("pytest -x tests/unit/test_a.py", "3.9", "runs the tests"),
         (None, "3.9", "runs the tests"),
     ],
 )
 def test_the_workflow_job_that_runs_the_failing_command_decides(
     make_repo: Any, python_def: HarnessDef, command: str | None, expected: str, rank: str
 ) -> None:
-    """The job whose steps run the failing command (verbatim, or its test tool) speaks;
-    without a command, the job that runs a test command does."""
+    """The job whose steps run the failing command verbatim speaks; else the jobs that run
+    a test command do (`make integration` is none)."""
     repo = make_repo({".github/workflows/ci.yml": SPLIT_CI, "setup.py": ""})
     defn, why = pythons.choose(python_def, repo, "main", None, command=command)
     assert pythons.of(defn) == expected, why

@@ -35,7 +35,7 @@ _NOX_LINE = re.compile(r"python\w*\s*=\s*(.*)", re.IGNORECASE)
 _NOX_VERSION = re.compile(r"['\"](3\.\d{1,2})['\"]")
 # A workflow or job of these kinds does not run the tests its Python would be chosen for.
 _NOT_TESTS = re.compile(
-    r"bench|codspeed|perf|\bdocs?\b|documentation|sphinx|lint|pre-commit|typing|mypy|"
+    r"bench|codspeed|perf|\bdoc(?:s|set|umentation)?\b|sphinx|lint|pre-commit|typing|mypy|"
     r"release|publish|deploy|pages|codeql|label|stale|changelog|profile|draft",
     re.IGNORECASE,
 )
@@ -134,6 +134,7 @@ class WorkflowJob:
     job_title: str  # the job's id and name
     scripts: str  # every `run:` of its steps (and a `with: run:` of an action's)
     versions: tuple[str, ...]
+    version_files: tuple[str, ...] = ()  # setup-python's `python-version-file`s
 
 
 def workflow_jobs(name: str, text: str) -> list[WorkflowJob]:
@@ -156,7 +157,14 @@ def workflow_jobs(name: str, text: str) -> list[WorkflowJob]:
         runs = [str(s.get("run") or (s.get("with") or {}).get("run") or "") for s in steps]
         versions = workflow_versions(yaml.safe_dump({"jobs": {job: body}}))
         own = f"{job} {body.get('name') or ''}"
-        found.append(WorkflowJob(name, str(job), title, own, "\n".join(runs), tuple(versions)))
+        files = tuple(
+            str((s.get("with") or {}).get("python-version-file"))
+            for s in steps
+            if "setup-python" in str(s.get("uses", ""))
+            and (s.get("with") or {}).get("python-version-file")
+        )
+        runs_text = "\n".join(runs)
+        found.append(WorkflowJob(name, str(job), title, own, runs_text, tuple(versions), files))
     return found
 
 
@@ -168,18 +176,17 @@ def tool_of(text: str) -> str | None:
 
 def testing_workflow(read: Any, names: list[str], command: str | None) -> Evidence | None:
     """The Pythons of the CI jobs that run the tests: those running the failing `command`
-    (verbatim, or its test tool), else any test command, else any job that is not a
-    benchmark, docs, lint, typing or release job; a job naming no Python says nothing."""
-    jobs = [j for name in names for j in workflow_jobs(name, read(name) or "")]
+    verbatim, else any test command (pytest, tox, nox, unittest, make test: a job running
+    `tox` runs pytest too), else any job that is not a benchmark, docs, lint, typing or
+    release job; a job naming no Python (a dynamic matrix) says nothing."""
+    jobs = [_with_files(j, read) for name in names for j in workflow_jobs(name, read(name) or "")]
     jobs = [j for j in jobs if j.versions and not _not_tests(j)]
     wanted = (command or "").strip()
-    tool = tool_of(wanted) if wanted else None
 
     def rank(job: WorkflowJob) -> int:
-        tools = {t for t, rx in _TEST_TOOLS if rx.search(job.scripts)}
-        if wanted and (wanted in job.scripts or (tool is not None and tool in tools)):
+        if wanted and wanted in job.scripts:
             return 0
-        return 1 if tools else 2
+        return 1 if tool_of(job.scripts) else 2
 
     if not jobs:
         return None
@@ -189,6 +196,21 @@ def testing_workflow(read: Any, names: list[str], command: str | None) -> Eviden
     where = ", ".join(dict.fromkeys(f"{j.workflow} (job {j.job})" for j in chosen))
     versions = list(dict.fromkeys(v for j in chosen for v in j.versions))
     return Evidence(f"the CI workflow {where}, which {what[best]},", versions, None)
+
+
+def _with_files(job: WorkflowJob, read: Any) -> WorkflowJob:
+    """`job` with the versions its `python-version-file`s name (structlog's
+    `.python-version-default`); a pyproject.toml's range is read as a range elsewhere."""
+    found = list(job.versions)
+    for name in job.version_files:
+        if name.endswith((".toml", ".cfg")):
+            continue
+        text = read(name) or ""
+        found += [ln.strip() for ln in text.splitlines() if ln.strip() and ln.strip()[0] != "#"]
+    return WorkflowJob(
+        job.workflow, job.job, job.workflow_title, job.job_title, job.scripts,
+        tuple(dict.fromkeys(found)), job.version_files,
+    )  # fmt: skip
 
 
 def _not_tests(job: WorkflowJob) -> bool:
