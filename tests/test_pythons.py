@@ -455,3 +455,21 @@ def test_harness_explain_prints_the_python_and_a_run_line_carrying_it(make_repo:
     text = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
     assert "run it: patchheal harness run python --python 3.9 " in text
     assert text.rstrip().endswith("-- COMMAND")
+
+
+def test_a_python_version_file_named_by_setup_python_is_read(
+    make_repo: Any, python_def: HarnessDef
+) -> None:
+    """structlog's shape: a test job whose setup-python reads `python-version-file`."""
+    workflow = (
+        "name: CI\non: [push]\njobs:\n  tests:\n    steps:\n"
+        "      - uses: actions/setup-python@v5\n        with:\n"
+        "          python-version-file: .python-version-default\n"
+        "      - run: python -m pytest\n"
+    )
+    repo = make_repo(
+        {".github/workflows/ci.yml": workflow, ".python-version-default": "3.9\n", "setup.py": ""}
+    )
+    defn, why = pythons.choose(python_def, repo, "main", None)
+    assert pythons.of(defn) == "3.9", why
+    assert "ci.yml (job tests), which runs the tests, names 3.9" in why
