@@ -117,3 +117,27 @@ def test_an_unpinned_pytest_requirement_is_not_the_images(
         images.remove_image(h.client, h.run_image(repo))
     finally:
         h.close()
+
+
+def test_with_no_index_the_wheelhouses_pytest_serves_and_none_is_an_error(
+    python_image: str, engine: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An offline host: the provided pytest cannot be downloaded. One an earlier download
+    left in the wheelhouse serves (as the image's own did before); with none, the setup
+    fails with pip's reason, not later as a missing module in the step."""
+    from patchheal.errors import DependencySetupError
+    from patchheal.harness import wheelhouse
+
+    # A closed loopback port as the index: the host's pip fails at once, nothing leaves.
+    monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")
+    monkeypatch.setenv("PIP_RETRIES", "0")
+    monkeypatch.setenv("PIP_TIMEOUT", "2")
+    monkeypatch.setenv("PATCHHEAL_CACHE_DIR", str(tmp_path / "cache"))
+    said: list[str] = []
+    with pytest.raises(DependencySetupError):
+        wheelhouse.fill_pytest(engine, python_image, tmp_path, said.append)
+    version = wheelhouse.container_python(engine, python_image).replace(".", "")
+    house = tmp_path / "cache" / "wheelhouse" / f"cp{version}"
+    (house / "pytest-8.0.2-py3-none-any.whl").write_bytes(b"left by an earlier download")
+    assert wheelhouse.fill_pytest(engine, python_image, tmp_path, said.append) == house
+    assert "the wheelhouse's newest pytest is used" in said[-1]
