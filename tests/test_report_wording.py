@@ -158,6 +158,19 @@ def test_fixed_report_prints_the_local_check_and_the_harness_reproduction() -> N
     assert check_locally(job(status="not_fixed", branch=None)) == ()
 
 
+def test_the_printed_commands_carry_the_jobs_python() -> None:
+    """Issue 32: a printed check of a 3.13 job ran on the default 3.11, because `harness run`
+    was never told the job's Python. Every printed `harness run` names it (and the Node)."""
+    report = job(harness="docker:python", python="3.13")
+    for command in (*check_locally(report)[:1], *reproduce_in_harness(report)):
+        assert command.startswith("patchheal harness run python --repo "), command
+        assert " --python 3.13 -- sh -c " in command, command
+    node = job(harness="docker:node", node="20")
+    assert " --node 20 -- sh -c " in reproduce_in_harness(node)[0]
+    # One offered only (the local or a compose harness): no flag to carry.
+    assert "--python" not in reproduce_in_harness(job(harness="docker:python"))[0]
+
+
 def test_runbook_names_the_known_test_and_gives_no_heal_advice_after_a_fix() -> None:
     actions = ("Reproduce the failing test alone: `pytest -x TEST_ID`.",)
     not_fixed = job(status="not_fixed", branch=None, next_actions=actions)

@@ -142,17 +142,20 @@ def test_python_workflow_becomes_setup_step_env_and_harness(tmp_path: Path) -> N
     assert "1 of 3" in notes
 
 
-def test_a_python_version_the_harness_lacks_is_refused_with_the_nearest(tmp_path: Path) -> None:
-    """Invariant (issue 26): the failing job's python-version is what the step runs on;
-    one the harness does not offer is refused naming the nearest, never replaced."""
+def test_a_python_version_the_harness_lacks_runs_on_the_nearest_said_so(tmp_path: Path) -> None:
+    """Issue 32 (was issue 26's refusal): the failing job's python-version is what the step
+    runs on when offered; one the harness does not offer runs on the nearest offered one,
+    and the sentence the report shows says so."""
     from patchheal.harness import pythons
     from patchheal.harness.definitions import load_harness
 
     derived = workflow.derive(_write(tmp_path, PYTHON_CI), "test")  # first entry: 3.10
     assert derived.matrix["python-version"] == "3.10"
     assert derived.python == "3.10"
-    with pytest.raises(SpecError, match=r"Python 3\.10.*nearest is 3\.11"):
-        pythons.choose(load_harness("python"), tmp_path, "HEAD", None, derived.python)
+    defn, why = pythons.choose(load_harness("python"), tmp_path, "HEAD", None, derived.python)
+    assert pythons.of(defn) == "3.11"
+    assert "failing CI job's setup-python names 3.10; 3.10 is not offered" in why
+    assert why.endswith("so the nearest offered: 3.11")
     picked = workflow.derive(_write(tmp_path, PYTHON_CI), "test", matrix={"python-version": "3.11"})
     assert picked.python == "3.11"
 

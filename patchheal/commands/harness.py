@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -13,6 +14,7 @@ from patchheal.commands.harness_explain import explain
 
 if TYPE_CHECKING:
     from patchheal.commands.progress import Progress
+    from patchheal.harness.config import HarnessDef
 
 
 def _say(message: str) -> None:
@@ -71,7 +73,11 @@ def list_(repo: Path | None, as_json: bool) -> None:
     help="Prove the offline build path: build under a throwaway tag ignoring every cache, "
     "health-check it, then remove it (the cached image is left alone).",
 )
-@click.option("--python", default=None, help="One of the harness's [pythons] (e.g. 3.9).")
+@click.option(
+    "--python",
+    default=None,
+    help="One of the harness's [pythons] (e.g. 3.9); without it, --repo's, as `heal` infers.",
+)
 @click.option("--node", default=None, help="One of the harness's [nodes] (e.g. 20).")
 def build(
     name: str, repo: Path | None, rebuild_from_scratch: bool, python: str | None, node: str | None
@@ -79,22 +85,13 @@ def build(
     """Build NAME's image if it is missing (offline when no registry answers)."""
     import time
 
-    from patchheal.errors import SpecError
-    from patchheal.harness import containers, images, nodes, pythons, runtimes
+    from patchheal.harness import containers, images
     from patchheal.harness.definitions import load_harness
 
     defn = load_harness(name, repo)
     if defn.kind == "compose" and defn.compose is not None:
         defn = load_harness(defn.compose.base, repo)
-    for runtime, given in ((pythons.PYTHON, python), (nodes.NODE, node)):
-        if given is None:
-            continue
-        version = runtime.parse(given)
-        if version is None:  # bad input: a clear error (exit 2), not a crash in nearest()
-            raise SpecError(
-                f"--{runtime.field} {given!r} is not a version like {runtime.example!r}"
-            )
-        defn = runtimes.with_version(runtime, defn, version, f"--{runtime.field} {given}")
+    defn = with_runtimes(defn, repo, "HEAD", (python, node), None)
     client = containers.engine()
     started = time.monotonic()
     with _progress(f"build {defn.name}") as progress:
@@ -154,6 +151,12 @@ def check(name: str, repo: Path | None) -> None:
 @click.option("--timeout", default=900.0, show_default=True, help="Wall-clock seconds.")
 @click.option("--idle-timeout", default=300.0, show_default=True, help="Seconds without output.")
 @click.option("--keep", is_flag=True, help="Keep the worktree and print its path.")
+@click.option(
+    "--python",
+    default=None,
+    help="One of the harness's [pythons] (e.g. 3.9); without it, inferred as `heal` does.",
+)
+@click.option("--node", default=None, help="One of the harness's [nodes]; else inferred.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(
     name: str,
@@ -164,6 +167,8 @@ def run(
     timeout: float,
     idle_timeout: float,
     keep: bool,
+    python: str | None,
+    node: str | None,
     command: tuple[str, ...],
 ) -> None:
     """Run COMMAND in harness NAME over a fresh worktree of --repo; exit with its exit code."""
@@ -181,6 +186,9 @@ def run(
     # Bad input is refused before anything is created: an unknown harness used to leave
     # its harness-run-* workspace behind under the worktree root.
     defn = None if name == "local" else definitions.load_harness(name, repo)
+    if defn is not None:
+        # The Python (and Node) `heal` would run this job on: the repository's at --ref.
+        defn = with_runtimes(defn, repo, ref, (python, node), text, progress.say)
     workspace = JobWorkspace(repo.resolve(), ref, f"harness-run-{os.getpid()}")
     runner: Any = None
 
@@ -225,6 +233,42 @@ def run(
     if result.oom_killed:
         _say("killed: out of memory")
     sys.exit(124 if result.exit_code is None else result.exit_code)
+
+
+def with_runtimes(
+    defn: HarnessDef,
+    repo: Path | None,
+    ref: str,
+    given: tuple[str | None, str | None],
+    command: str | None,
+    say: Callable[[str], None] = _say,
+) -> HarnessDef:
+    """`defn` with the Python and Node a `--python`/`--node` names, else those the repository
+    at `ref` says, chosen as `heal` chooses them (`pythons.choose`), and the sentence why."""
+    from patchheal.errors import SpecError
+    from patchheal.harness import nodes, pythons, runtimes
+
+    for runtime, wanted in zip((pythons.PYTHON, nodes.NODE), given, strict=True):
+        if wanted is None:
+            continue
+        version = runtime.parse(wanted)
+        if version is None:  # bad input: a clear error (exit 2), not a crash in nearest()
+            raise SpecError(
+                f"--{runtime.field} {wanted!r} is not a version like {runtime.example!r}"
+            )
+        defn = runtimes.with_version(runtime, defn, version, f"--{runtime.field} {wanted}")
+    if repo is None:
+        return defn
+    python, node = given
+    if python is None:
+        defn, why = pythons.choose(defn, repo, ref, None, command=command)
+        if why:
+            say(f"python: {why}")
+    if node is None:
+        defn, why = nodes.choose(defn, repo, ref, None)
+        if why:
+            say(f"node: {why}")
+    return defn
 
 
 def _stream(chunk: bytes) -> None:

@@ -22,6 +22,12 @@ import click
 @click.option("--harness", "wanted", default="auto", show_default=True, help="As [job] harness.")
 @click.option("--python", "python", default=None, help="As [job] python (e.g. 3.9).")
 @click.option("--node", "node", default=None, help="As [job] node (e.g. 20).")
+@click.option(
+    "--command",
+    "command",
+    default=None,
+    help="The failing step's command: the CI workflow job that runs it chooses the Python.",
+)
 @click.option("--json", "as_json", is_flag=True, help="one JSON object")
 def explain(
     repo: Path,
@@ -30,10 +36,13 @@ def explain(
     wanted: str,
     python: str | None,
     node: str | None,
+    command: str | None,
     as_json: bool,
 ) -> None:
     """Show which harness a job on --repo at --base gets, and why (no engine needed)."""
-    choice = _choice(repo, base, last_green, wanted, (python, node))
+    choice = _choice(repo, base, last_green, wanted, (python, node), command)
+    if choice["kind"] != "local":
+        choice["run"] = _run_line(repo, base, choice, command)
     if as_json:
         click.echo(json.dumps(choice, ensure_ascii=False))
         return
@@ -56,6 +65,25 @@ def explain(
     if choice.get("node"):
         click.echo(f"node: {choice['node']} (offered: {', '.join(choice['nodes'])})")
     click.echo(f"image: {choice['image']} (built offline when the engine lacks it)")
+    click.echo(f"run it: {choice['run']}")
+
+
+def _run_line(repo: Path, base: str, choice: dict[str, Any], command: str | None) -> str:
+    """The `harness run` that runs a step as the job would, on the chosen Python and Node."""
+    import shlex
+
+    # A compose harness takes no --python: its step runs on its base harness's default.
+    keys = () if "compose" in choice else ("python", "node")
+    options = [f"--{key} {shlex.quote(choice[key + '_version'])}" for key in keys
+               if choice.get(key + "_version")]  # fmt: skip
+    return " ".join(
+        [
+            f"patchheal harness run {shlex.quote(choice['harness'])}",
+            *options,
+            f"--repo {shlex.quote(str(repo))} --ref {shlex.quote(base)}",
+            f"-- sh -c {shlex.quote(command)}" if command else "-- COMMAND",
+        ]
+    )
 
 
 def _check_base(repo: Path, base: str) -> None:
@@ -84,6 +112,7 @@ def _choice(
     last_green: str | None,
     wanted: str,
     runtimes: tuple[str | None, str | None],
+    command: str | None = None,
 ) -> dict[str, Any]:
     from patchheal.harness import definitions, images, nodes, pythons, registry
 
@@ -108,13 +137,17 @@ def _choice(
         defn = definitions.load_harness(defn.compose.base, repo)
         choice["step_runs_in"] = defn.name
     python, node = runtimes
-    defn, chosen = pythons.choose(defn, repo, base, python)
+    defn, chosen = pythons.choose(defn, repo, base, python, command=command)
     if chosen:
         choice["python"] = chosen
+        choice["python_version"] = pythons.of(defn)
         choice["pythons"] = list(pythons.offered(defn))
     defn, chosen = nodes.choose(defn, repo, base, node)
     if chosen:
         choice["node"] = chosen
+        choice["node_version"] = next(
+            (v for v, suite in defn.nodes.items() if suite == defn.image.suite), None
+        )
         choice["nodes"] = list(nodes.offered(defn))
     choice["image"] = images.image_tag(defn)
     return choice

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -37,31 +37,22 @@ _KEEPER = (
     "if command -v timeout >/dev/null; then exec timeout {seconds} cat >/dev/null; "
     "else exec cat >/dev/null; fi"
 )
-# The venv sees the system site-packages, so pip takes a requirement the image
-# already has (Debian's pytest) as installed and writes no script for it: a bare
-# `pytest` would then be /usr/bin/pytest, whose /usr/bin/python3 cannot import
-# what setup installed into the venv. Every console script of a distribution
-# outside the venv that the venv lacks gets a launcher on the venv's python, so
-# the job's environment is what a bare command name runs.
-VENV_SCRIPTS = """
-import importlib.metadata as md, os, sys
-launcher = "#!{python}\\nimport sys\\nfrom {module} import {head}\\nsys.exit({call}())\\n"
-inside = os.path.realpath(sys.prefix) + os.sep
-for dist in md.distributions():
-    if os.path.realpath(str(dist.locate_file(""))).startswith(inside):
-        continue
-    eps = dist.entry_points  # a plain list before Python 3.10 (no .select)
-    scripts = [ep for ep in eps if ep.group == "console_scripts"]
-    for ep in scripts:
-        target = os.path.join(sys.prefix, "bin", ep.name)
-        if "/" in ep.name or not ep.attr or os.path.lexists(target):
-            continue
-        head = ep.attr.split(".")[0]
-        text = launcher.format(python=sys.executable, module=ep.module, head=head, call=ep.attr)
-        with open(target, "w") as out:
-            out.write(text)
-        os.chmod(target, 0o755)
-"""
+# The venv does not see the image's packages: a requirement of the project is never
+# satisfied by what the image happens to carry (Debian's pytest 7.2.1 stood in for the
+# pytest a project pinned, so the step ran another pytest than its CI). When the job's
+# setup installs no pytest at all, the newest pytest for the image's Python is installed
+# from the wheelhouse (the host downloads it then, `wheelhouse.fill_pytest`), and the
+# setup log says that patchheal provided it: steps run `python -m pytest` either way.
+_VENV = "python3 -m venv {venv}"
+_HAS_PYTEST = (
+    "import importlib.metadata as m, sys\n"
+    "try:\n    m.version('pytest')\nexcept m.PackageNotFoundError:\n    sys.exit(1)\n"
+)
+PROVIDED_PYTEST = (
+    "patchheal provided pytest {version} (the newest for this Python in the wheelhouse): "
+    "the job's setup installs none"
+)
+_PYTEST_VERSION = "import importlib.metadata as m; print(m.version('pytest'))"
 # A legacy editable install (`setup.py develop`: a setup.py project without PEP 660,
 # pip's fallback) writes the project's metadata, `NAME.egg-info`, into the source tree,
 # here the export that setup ran over, and puts that tree on sys.path. Steps run over
@@ -123,7 +114,8 @@ def fingerprint(
     version a CI checkout gives git-versioned builds, included: scmversion.py)."""
     digest = hashlib.sha256()
     # patchheal's own part of the setup too: an image made by an older recipe is not reused.
-    own = hashlib.sha256("\0".join((_MODERN_PIP, VENV_SCRIPTS, EDITABLE_METADATA)).encode())
+    parts = (_VENV, _MODERN_PIP, _HAS_PYTEST, EDITABLE_METADATA)
+    own = hashlib.sha256("\0".join(parts).encode())
     recipe: list[object] = [defn.deps.kind, list(defn.setup), list(setup), image_id, user]
     recipe.append(own.hexdigest())
     # The generated-files capture is part of the recipe: an image without its archive is
@@ -203,6 +195,12 @@ def _install(
         house = wheelhouse.fill(client, defn, image, worktree, commands, say, build_env)
         mounts.append(Mount(WHEELHOUSE, str(house), type="bind", read_only=True))
         extra = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": WHEELHOUSE}
+
+    def provide_pytest() -> None:
+        # Online setup finds a pytest in the index; offline, the host downloads one now.
+        if offline and defn.deps.kind == "pip":
+            wheelhouse.fill_pytest(client, image, worktree, say)
+
     if defn.deps.kind == "npm":
         cache = wheelhouse.fill_npm(worktree, say, offline=offline)
         mounts.append(Mount(NPM_CACHE, str(cache), type="bind", read_only=False))
@@ -233,7 +231,7 @@ def _install(
         stdin = containers.hold_stdin(container)
         try:
             containers.start(container)
-            _setup_in(container, defn, commands, env, user, say)
+            _setup_in(container, defn, commands, env, user, say, provide_pytest)
             generated.store(container, generated.capture(worktree, before, say))
             _commit(container, defn, tag, say)
         finally:
@@ -247,6 +245,7 @@ def _setup_in(
     env: dict[str, str],
     user: str,
     say: Say,
+    provide_pytest: Callable[[], None] = lambda: None,
 ) -> None:
     """Install the dependencies in the running setup container."""
 
@@ -255,8 +254,8 @@ def _setup_in(
         for line in text.rstrip().splitlines():
             say(line)
 
-    def run(argv: list[str], what: str, as_user: str = user, cwd: str = "") -> None:
-        containers.exec_checked(
+    def run(argv: list[str], what: str, as_user: str = user, cwd: str = "") -> str:
+        return containers.exec_checked(
             container,
             argv,
             user=as_user,
@@ -268,7 +267,7 @@ def _setup_in(
 
     run(["sh", "-c", f"mkdir -p /opt/patchheal && chown {user} /opt/patchheal"], "prep", "0:0")
     if defn.deps.kind == "pip":
-        run(["python3", "-m", "venv", "--system-site-packages", sandbox.VENV], "venv")
+        run(["/bin/sh", "-c", _VENV.format(venv=sandbox.VENV)], "venv")
         run(["/bin/sh", "-c", _MODERN_PIP.format(venv=sandbox.VENV)], "a pip as new as CI's")
     if defn.deps.kind == "npm":
         _npm_install(run, defn.sandbox.workdir)
@@ -282,7 +281,7 @@ def _setup_in(
                 f"setup command failed in harness {defn.name}: {command}", str(exc)
             ) from None
     if defn.deps.kind == "pip":
-        run([f"{sandbox.VENV}/bin/python", "-c", VENV_SCRIPTS], "console scripts into the venv")
+        _pytest_fallback(run, provide_pytest, say)
         run(
             [f"{sandbox.VENV}/bin/python", "-c", EDITABLE_METADATA, defn.sandbox.workdir],
             "editable installs' metadata into the venv",
@@ -299,6 +298,22 @@ def _commit(container: Container, defn: HarnessDef, tag: str, say: Say) -> None:
         f"WORKDIR {defn.sandbox.workdir}",
     ]
     containers.call(container.commit, repository=repository, tag=version, changes=changes)
+
+
+def _pytest_fallback(
+    run: Callable[[list[str], str], str], provide_pytest: Callable[[], None], say: Say
+) -> None:
+    """A pytest in the venv when the job's setup installed none, said in the setup log."""
+    python = f"{sandbox.VENV}/bin/python"
+    try:
+        run([python, "-c", _HAS_PYTEST], "is there a pytest")
+        return  # the project's own: the one its install resolved to
+    except HarnessError:
+        pass
+    provide_pytest()
+    run([python, "-m", "pip", "install", "--quiet", "pytest"], "a pytest provided by patchheal")
+    version = run([python, "-c", _PYTEST_VERSION], "the provided pytest's version").strip()
+    say(PROVIDED_PYTEST.format(version=version.splitlines()[-1] if version else "?"))
 
 
 def setup_limits(defn: HarnessDef) -> dict[str, object]:

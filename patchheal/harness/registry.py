@@ -45,11 +45,26 @@ def resolve(job: JobSpec, repo: Path) -> tuple[HarnessDef | None, str]:
     else:
         name, why = wanted, f"the job names harness = {wanted!r}"
     defn, python = pythons.choose(
-        load_harness(name, repo), repo, job.job.base, job.job.python, job.job.python_from_workflow
+        load_harness(name, repo),
+        repo,
+        job.job.base,
+        job.job.python,
+        job.job.python_from_workflow,
+        command=job.steps[0].command,
     )
     defn, node = nodes.choose(defn, repo, job.job.base, job.job.node, job.job.node_from_workflow)
     defn = images.with_packages(defn, job.job.packages)
     return defn, "; ".join(filter(None, (why, python, node)))
+
+
+def runtime_versions(harness: Harness) -> tuple[str | None, str | None]:
+    """The Python and Node a harness runs its steps on, when its definition offers several
+    (what a printed `harness run` names; a compose harness offers one, its base's)."""
+    defn = getattr(harness, "defn", None)
+    if not isinstance(defn, HarnessDef):
+        return None, None
+    node = next((v for v, suite in defn.nodes.items() if suite == defn.image.suite), None)
+    return pythons.of(defn), node
 
 
 def docker_reachable() -> bool:

@@ -90,6 +90,9 @@ _HOOK_REQUIRES: dict[str, tuple[str, ...]] = {
     "pdm.pep517.api": ("editables",),
 }
 MODERN_PIP = "pip>=22.2"
+# What a step's `python -m pytest` gets when the job's setup installs no pytest: pip
+# resolves the newest release whose `Requires-Python` allows the image's Python.
+FALLBACK_PYTEST = "pytest"
 
 
 def pip_install_args(commands: Sequence[str]) -> list[list[str]]:
@@ -412,11 +415,7 @@ def fill(
     """Download what the pip commands need into the shared wheelhouse; returns its path.
     `build_env` reaches the project's build backend in the metadata sandbox (scmversion.py)."""
     version = container_python(client, image)
-    house = images.cache_dir() / "wheelhouse" / f"cp{version.replace('.', '')}"
-    house.mkdir(parents=True, exist_ok=True)
-    # pip writes with the host's umask (077 makes its wheels 0600): a container user
-    # other than the owner must read them.
-    hostdirs.share_readable(house)
+    house = _house(version)
     installs = [expand_requirement_files(a, worktree) for a in pip_install_args(commands)]
     builds = [build_requirements(a, worktree, version) for a in installs]
     if tuple(map(int, version.split("."))) < (3, 11):
@@ -434,6 +433,31 @@ def fill(
                 client, defn, image, project, house, extras, build_env=build_env
             )
             _download(house, version, [reqs], worktree, say)
+    return house
+
+
+def fill_pytest(client: DockerClient, image: str, worktree: Path, say: Say) -> Path:
+    """The newest pytest for the image's Python, and what it needs, into the wheelhouse: for
+    a job whose setup installs none (the venv does not see the image's own)."""
+    version = container_python(client, image)
+    house = _house(version)
+    try:
+        _download(house, version, [[FALLBACK_PYTEST]], worktree, say)
+    except DependencySetupError:
+        # No index from the host (offline machine): a pytest an earlier download left
+        # serves, as the image's own did before; without one, the setup fails saying why.
+        if not any(house.glob("pytest-*.whl")):
+            raise
+        say("no index reachable from the host: the wheelhouse's newest pytest is used")
+    return house
+
+
+def _house(version: str) -> Path:
+    house = images.cache_dir() / "wheelhouse" / f"cp{version.replace('.', '')}"
+    house.mkdir(parents=True, exist_ok=True)
+    # pip writes with the host's umask (077 makes its wheels 0600): a container user
+    # other than the owner must read them.
+    hostdirs.share_readable(house)
     return house
 
 

@@ -11,8 +11,9 @@ reads the job and turns it into what patchheal runs:
   the job's and the step's `env`, `working-directory` and `shell` folded into
   one command line, so `--print-spec` shows exactly what runs;
 * `actions/setup-python` / `actions/setup-node` choose the harness, and their
-  `python-version` / `node-version` the job's runtime (one the harness does
-  not offer is refused naming the nearest: `runtimes.py`); `actions/checkout`
+  `python-version` / `node-version` the job's runtime (a Python the harness
+  does not offer becomes the nearest offered one `requires-python` allows,
+  said so: `pythons.py`; a Node is refused naming the nearest: `runtimes.py`); `actions/checkout`
   is the worktree; every other `uses:` step is named as not run;
 * `${{ matrix.X }}` comes from the chosen matrix entry (the first one unless
   `--matrix X=V` picks another), `${{ env.X }}` from the env in scope, and

@@ -244,6 +244,9 @@ class HealLoop:
                 self.spec, Path(self.spec.job.repo), say=self.say
             )
         self.state.harness_name = harness.name
+        from patchheal.harness.registry import runtime_versions
+
+        self.state.python, self.state.node = runtime_versions(harness)
         self.state.regression = self.spec.regression.steps(harness.regression)
         self.say(f"harness: {harness.name} ({self.state.harness_reason})")
         own = 1 if self.spec.regression.command else 0

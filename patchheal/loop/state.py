@@ -29,6 +29,9 @@ class JobState:
     branch: str | None = None
     final_diff: str = ""
     harness_name: str = "local"
+    python: str | None = None
+    """The Python the harness runs the steps on (None: one only, or the local harness)."""
+    node: str | None = None
     regression: tuple[str, ...] = ()
     """The regression steps: the job's [regression] command, then its harness's own."""
     base_commit: str = ""

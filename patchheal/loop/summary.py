@@ -55,6 +55,8 @@ def build_report(state: JobState) -> JobReport:
         base_commit=state.base_commit,
         harness=state.harness_name,
         harness_reason=state.harness_reason,
+        python=state.python,
+        node=state.node,
         setup=tuple(spec.job.setup),
         env=tuple(spec.job.env),
         regression=state.regression,

@@ -75,6 +75,12 @@ class JobReport(_Model):
     base_commit: str = Field(description="the commit the base ref resolved to")
     harness: str
     harness_reason: str = Field(description="why this harness was chosen")
+    python: str | None = Field(
+        None, description="the Python the steps ran on, when the harness offers several"
+    )
+    node: str | None = Field(
+        None, description="the Node the steps ran on, when the harness offers several"
+    )
     setup: tuple[str, ...] = Field(
         (), description="the job's setup commands, so a printed reproduction runs them too"
     )

@@ -174,7 +174,10 @@ def reproduce_in_harness(report: JobReport) -> tuple[str, ...]:
 def _harness_run(report: JobReport, ref: str, command: str) -> str:
     # The definition's name: `harness run` takes it (and the `docker:` form a report shows).
     name = report.harness.partition(":")[2] or report.harness
-    options = [f"--setup {shlex.quote(s)}" for s in report.setup]
+    # The job's Python and Node: without them the command runs on the harness's default.
+    options = [f"--python {shlex.quote(report.python)}"] if report.python else []
+    options += [f"--node {shlex.quote(report.node)}"] if report.node else []
+    options += [f"--setup {shlex.quote(s)}" for s in report.setup]
     options += [f"--env {shlex.quote(e)}" for e in report.env]
     return " ".join(
         [
