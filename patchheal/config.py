@@ -283,11 +283,21 @@ class PolicySpec(_Spec):
         ("tests/**", "test/**", "**/test_*.py", "**/*_test.py", "**/conftest.py"),
         description="files where deleting, skipping or weakening tests is refused",
     )
-    allow_test_changes: bool = Field(False, description="let candidates touch test files at all")
+    allow_test_changes: bool = Field(
+        False,
+        description="let candidates change existing test files (false: a candidate may add "
+        "tests, but not change, delete or move a line that is there)",
+    )
+    allow_artifacts: tuple[str, ...] = Field(
+        (),
+        description="gitignore-style patterns of binary or compiled files a candidate may add "
+        "or change (e.g. `assets/*.png`); anywhere else binaries, `.pyc`, `__pycache__/`, "
+        "shared objects and other build outputs are refused",
+    )
     max_changed_lines: int = Field(400, ge=1, le=1_000_000, description="added + removed lines")
     max_files: int = Field(20, ge=1, le=100_000, description="files touched by one candidate")
 
-    @field_validator("protected_paths", "extra_protected_paths", "test_paths")
+    @field_validator("protected_paths", "extra_protected_paths", "test_paths", "allow_artifacts")
     @classmethod
     def _globs_compile(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         for pattern in value:

@@ -2,8 +2,9 @@
 
 Checked before a candidate runs, from the diff (and the pre-patch files when
 the caller can read them): paths outside the worktree, protected paths (CI
-config, lockfiles...), test tampering (deleting tests, skipping them, removing
-or weakening assertions, steering test collection), runner tampering anywhere
+config, lockfiles...), binaries and build outputs (artifacts.py), test
+tampering (deleting tests, skipping them, removing or weakening assertions,
+steering test collection), runner tampering anywhere
 in the patch (tampering.py: exiting at import, patching the test framework,
 scripts that swallow the exit code), and size. The gate judges the change, not the intent: a
 "fix" that makes a failing test stop failing by editing the test is refused
@@ -23,6 +24,7 @@ from pydantic import BaseModel, ConfigDict
 
 from patchheal.config import PolicySpec
 from patchheal.errors import NotADiff
+from patchheal.gates.artifacts import artifact_reasons
 from patchheal.gates.tampering import runner_tampering
 from patchheal.intake import rawspec
 from patchheal.workspace import diffs
@@ -34,6 +36,7 @@ RULES = (
     "not_a_diff",
     "outside_worktree",
     "protected_path",
+    "artifact",
     "test_tampering",
     "runner_tampering",
     "size",
@@ -138,6 +141,9 @@ def check_candidate(
             found["protected_path"].append(
                 f"{path} is a protected path (matches {pattern!r}); candidates may not change it"
             )
+    found["artifact"] = artifact_reasons(
+        patchset, lambda path: path_matches(path, policy.allow_artifacts)
+    )
     if not policy.allow_test_changes:
         for patched in patchset:
             found["test_tampering"].extend(_tampering(patched, policy.test_paths))

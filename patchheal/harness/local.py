@@ -8,6 +8,8 @@ environment patchheal runs in, and the job's steps run with it activated.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -82,9 +84,12 @@ class LocalHarness:
         trace: bool = False,
     ) -> CommandResult:
         channel = ResultsChannel(trace=trace)
+        # Bytecode only from a folder of this run's own, never from the tree: a .pyc a
+        # candidate put in __pycache__ would run instead of the source the gates judged.
+        pycache = tempfile.mkdtemp(prefix="patchheal-pycache-")
         try:
             env = channel.environment(
-                self.environment(worktree),
+                {**self.environment(worktree), "PYTHONPYCACHEPREFIX": pycache},
                 results_dir=str(channel.host_dir),
                 collectors=str(COLLECTORS),
             )
@@ -100,6 +105,7 @@ class LocalHarness:
             return result.model_copy(update={"tests": channel.collect(worktree, results)})
         finally:
             channel.close()
+            shutil.rmtree(pycache, ignore_errors=True)
 
     def close(self) -> None:
         return None
