@@ -371,7 +371,9 @@ def repo_defaults(repo: Path) -> dict[str, Any]:
     try:
         if not pyproject.is_file():
             return {}
-        data = tomllib.loads(rawspec.read_spec_bytes(pyproject).decode("utf-8"))
+        text = rawspec.read_spec_bytes(pyproject).decode("utf-8")
+        rawspec.check_toml_text(text, str(pyproject))
+        data = tomllib.loads(text)
     except (tomllib.TOMLDecodeError, UnicodeDecodeError, RecursionError, OSError) as exc:
         raise SpecError(f"{pyproject}: cannot read [tool.patchheal]: {exc}") from None
     tool = data.get("tool", {})
@@ -459,9 +461,12 @@ def load_spec(path: Path, overrides: dict[str, Any] | None = None) -> JobSpec:
     """Read, merge and validate a job spec file."""
     raw = rawspec.read_spec_bytes(path)
     try:
-        data = tomllib.loads(raw.decode("utf-8"))
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise SpecError(f"job spec {path} is not UTF-8 text") from None
+    rawspec.check_toml_text(text, str(path))  # before the parser, whose time it bounds
+    try:
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"job spec {path} is not valid TOML: {exc}") from None
     except RecursionError:
