@@ -210,8 +210,8 @@ def _tampering(
     for pattern, why in _SKIPS:
         for text in _new_matches(added, removed, pattern):
             reasons.append(f"{name}: {why} (`{text.strip()}`)")
-    if status == "added":
-        return reasons
+    if status == "added" or reasons:
+        return reasons  # refused already, in the most specific words (a skip marker, ...)
     # Existing tests are read-only, new ones may be added (testfiles.py): judged on the
     # syntax trees where both sides are known (formatting is free, a parametrize row or an
     # expected value is not), else by the named rules and then line by line.
