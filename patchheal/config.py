@@ -319,11 +319,21 @@ class PolicySpec(_Spec):
         ("tests/**", "test/**", "**/test_*.py", "**/*_test.py", "**/conftest.py"),
         description="files where deleting, skipping or weakening tests is refused",
     )
-    allow_test_changes: bool = Field(False, description="let candidates touch test files at all")
+    allow_test_changes: bool = Field(
+        False,
+        description="let candidates change existing test files (false: a candidate may add "
+        "tests, but not change, delete or move a line that is there)",
+    )
+    allow_artifacts: tuple[str, ...] = Field(
+        (),
+        description="gitignore-style patterns of binary or compiled files a candidate may add "
+        "or change (e.g. `assets/*.png`); anywhere else binaries, `.pyc`, `__pycache__/`, "
+        "shared objects and other build outputs are refused",
+    )
     max_changed_lines: int = Field(400, ge=1, le=1_000_000, description="added + removed lines")
     max_files: int = Field(20, ge=1, le=100_000, description="files touched by one candidate")
 
-    @field_validator("protected_paths", "extra_protected_paths", "test_paths")
+    @field_validator("protected_paths", "extra_protected_paths", "test_paths", "allow_artifacts")
     @classmethod
     def _globs_compile(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         for pattern in value:
@@ -397,7 +407,9 @@ def repo_defaults(repo: Path) -> dict[str, Any]:
     try:
         if not pyproject.is_file():
             return {}
-        data = tomllib.loads(rawspec.read_spec_bytes(pyproject).decode("utf-8"))
+        text = rawspec.read_spec_bytes(pyproject).decode("utf-8")
+        rawspec.check_toml_text(text, str(pyproject))
+        data = tomllib.loads(text)
     except (tomllib.TOMLDecodeError, UnicodeDecodeError, RecursionError, OSError) as exc:
         raise SpecError(f"{pyproject}: cannot read [tool.patchheal]: {exc}") from None
     tool = data.get("tool", {})
@@ -485,9 +497,12 @@ def load_spec(path: Path, overrides: dict[str, Any] | None = None) -> JobSpec:
     """Read, merge and validate a job spec file."""
     raw = rawspec.read_spec_bytes(path)
     try:
-        data = tomllib.loads(raw.decode("utf-8"))
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise SpecError(f"job spec {path} is not UTF-8 text") from None
+    rawspec.check_toml_text(text, str(path))  # before the parser, whose time it bounds
+    try:
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"job spec {path} is not valid TOML: {exc}") from None
     except RecursionError:

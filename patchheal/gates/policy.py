@@ -2,8 +2,9 @@
 
 Checked before a candidate runs, from the diff (and the pre-patch files when
 the caller can read them): paths outside the worktree, protected paths (CI
-config, lockfiles...), test tampering (deleting tests, skipping them, removing
-or weakening assertions, steering test collection), runner tampering anywhere
+config, lockfiles...), binaries and build outputs (artifacts.py), test
+tampering (deleting tests, skipping them, removing or weakening assertions,
+steering test collection), runner tampering anywhere
 in the patch (tampering.py: exiting at import, patching the test framework,
 scripts that swallow the exit code), and size. The gate judges the change, not the intent: a
 "fix" that makes a failing test stop failing by editing the test is refused
@@ -23,7 +24,9 @@ from pydantic import BaseModel, ConfigDict
 
 from patchheal.config import PolicySpec
 from patchheal.errors import NotADiff
-from patchheal.gates.tampering import runner_tampering
+from patchheal.gates.artifacts import artifact_reasons
+from patchheal.gates.tampering import post_patch_text, runner_tampering
+from patchheal.gates.testfiles import changed_lines, changed_tests
 from patchheal.intake import rawspec
 from patchheal.workspace import diffs
 
@@ -34,6 +37,7 @@ RULES = (
     "not_a_diff",
     "outside_worktree",
     "protected_path",
+    "artifact",
     "test_tampering",
     "runner_tampering",
     "size",
@@ -138,13 +142,24 @@ def check_candidate(
             found["protected_path"].append(
                 f"{path} is a protected path (matches {pattern!r}); candidates may not change it"
             )
+    found["artifact"] = artifact_reasons(
+        patchset, lambda path: path_matches(path, policy.allow_artifacts)
+    )
+    befores: dict[str, str | None] = {}
+
+    def before(patched: PatchedFile) -> str | None:
+        paths = diffs.file_paths(patched)
+        if original is None or not paths:
+            return None
+        if paths[0] not in befores:  # one `git show` per file, however many rules read it
+            befores[paths[0]] = original(paths[0])
+        return befores[paths[0]]
+
     if not policy.allow_test_changes:
         for patched in patchset:
-            found["test_tampering"].extend(_tampering(patched, policy.test_paths))
+            found["test_tampering"].extend(_tampering(patched, policy.test_paths, before))
     for patched in patchset:
-        paths = diffs.file_paths(patched)
-        before = original(paths[0]) if original is not None and paths else None
-        found["runner_tampering"].extend(runner_tampering(patched, before))
+        found["runner_tampering"].extend(runner_tampering(patched, before(patched)))
     broken = [rule for rule in RULES if found[rule]]
     if not broken:
         return PolicyDecision(allowed=True)
@@ -172,7 +187,11 @@ def _over_size(patchset: Iterable[PatchedFile], policy: PolicySpec) -> list[str]
     return reasons
 
 
-def _tampering(patched: PatchedFile, test_paths: Sequence[str]) -> list[str]:
+def _tampering(
+    patched: PatchedFile,
+    test_paths: Sequence[str],
+    before: Callable[[PatchedFile], str | None],
+) -> list[str]:
     paths = diffs.file_paths(patched)
     name = paths[-1] if paths else "?"
     removed = [line.value.rstrip("\n") for hunk in patched for line in hunk if line.is_removed]
@@ -188,12 +207,25 @@ def _tampering(patched: PatchedFile, test_paths: Sequence[str]) -> list[str]:
         return [*reasons, f"deletes the test file {name}"]
     if status == "renamed":
         reasons.append(f"renames the test file {paths[0]} to {name}")
-    gone = Counter(_test_names(removed)) - Counter(_test_names(added))
-    reasons.extend(f"{name}: deletes the test {test!r}" for test in sorted(gone))
     for pattern, why in _SKIPS:
         for text in _new_matches(added, removed, pattern):
             reasons.append(f"{name}: {why} (`{text.strip()}`)")
+    if status == "added" or reasons:
+        return reasons  # refused already, in the most specific words (a skip marker, ...)
+    # Existing tests are read-only, new ones may be added (testfiles.py): judged on the
+    # syntax trees where both sides are known (formatting is free, a parametrize row or an
+    # expected value is not), else by the named rules and then line by line.
+    judged = None
+    if name.endswith(".py"):
+        original = before(patched)
+        judged = changed_tests(name, original, post_patch_text(patched, original))
+    if judged is not None:
+        return [*reasons, *judged]
+    gone = Counter(_test_names(removed)) - Counter(_test_names(added))
+    reasons.extend(f"{name}: deletes the test {test!r}" for test in sorted(gone))
     reasons.extend(f"{name}: {why}" for why in _assertion_changes(patched))
+    if not reasons:
+        reasons.extend(changed_lines(name, removed, added))
     return reasons
 
 

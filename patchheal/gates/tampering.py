@@ -151,7 +151,7 @@ def _runner_only(name: str) -> bool:
 
 def _python_tricks(patched: PatchedFile, name: str, original: str | None) -> list[str]:
     added = {ln.target_line_no for hunk in patched for ln in hunk if ln.is_added}
-    text = _new_text(patched, original)
+    text = post_patch_text(patched, original)
     tree = None
     if text is not None:
         try:
@@ -168,7 +168,7 @@ def _python_tricks(patched: PatchedFile, name: str, original: str | None) -> lis
     ]
 
 
-def _new_text(patched: PatchedFile, original: str | None) -> str | None:
+def post_patch_text(patched: PatchedFile, original: str | None) -> str | None:
     """The file as the patch leaves it: the original with each hunk applied, or the added
     lines of a new file; None when it cannot be known."""
     if diffs.file_status(patched) == "added":

@@ -8,6 +8,7 @@ environment patchheal runs in, and the job's steps run with it activated.
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -84,10 +85,11 @@ class LocalHarness:
         channel = ResultsChannel(trace=trace)
         try:
             env = channel.environment(
-                self.environment(worktree),
+                {**self.environment(worktree), **self._bytecode_env(worktree)},
                 results_dir=str(channel.host_dir),
                 collectors=str(COLLECTORS),
             )
+            env.pop("PYTHONDONTWRITEBYTECODE", None)  # written to the prefix, never the tree
             result = proc.run(
                 command,
                 cwd=worktree,
@@ -100,6 +102,20 @@ class LocalHarness:
             return result.model_copy(update={"tests": channel.collect(worktree, results)})
         finally:
             channel.close()
+
+    def _bytecode_env(self, worktree: Path) -> dict[str, str]:
+        """Bytecode is read and written only in patchheal's own folder, never in the tree:
+        a .pyc a candidate put in __pycache__ (unchecked-hash: never compared with its
+        .py) would run instead of the source the gates judged. The folder's copy of the
+        worktree is emptied before every run (no bytecode of one candidate serves the
+        next); the rest (the standard library's, the venv's) is kept across runs and
+        heals in the user's cache folder, or every run would pay ~1 s compiling pytest
+        again. (The local harness isolates nothing: a step could write anywhere the
+        user can.)"""
+        cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+        prefix = Path(cache) / "patchheal" / "pycache"
+        shutil.rmtree(prefix / worktree.resolve().relative_to("/"), ignore_errors=True)
+        return {"PYTHONPYCACHEPREFIX": str(prefix)}
 
     def close(self) -> None:
         return None

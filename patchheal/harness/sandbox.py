@@ -24,6 +24,8 @@ VENV = "/opt/patchheal/venv"
 NODE_DIR = "/opt/patchheal/node"
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 STEP_PATH = f"{VENV}/bin:{NODE_DIR}/node_modules/.bin:{BASE_PATH}"
+# Under the container's /tmp, a tmpfs emptied before every run (harness/session.py).
+PYCACHE_PREFIX = "/tmp/.pycache"
 
 _UNITS = {"b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
 
@@ -145,6 +147,10 @@ def environment(
         "HOME": "/tmp",
         "PATH": STEP_PATH,
         "VIRTUAL_ENV": VENV,
+        # Bytecode is read and written only under the run's own /tmp, never from the tree:
+        # a .pyc a candidate put in __pycache__ (unchecked-hash: never compared with its
+        # .py) would run instead of the source every gate judged.
+        "PYTHONPYCACHEPREFIX": PYCACHE_PREFIX,
         "PIP_NO_CACHE_DIR": "1",
         "npm_config_cache": "/tmp/.npm",
         "npm_config_update_notifier": "false",

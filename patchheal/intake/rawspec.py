@@ -18,7 +18,14 @@ from typing import Any
 
 from patchheal.errors import SpecError
 
-MAX_SPEC_BYTES = 1024 * 1024
+# A job spec is a few KB and a pyproject.toml tens of KB. tomllib reads ~3-6 s per MiB of
+# many short keys on a loaded machine, so the cap also bounds the parser's time.
+MAX_SPEC_BYTES = 256 * 1024
+# Parts of one dotted key or table name (`[a.b.c]`, `a.b.c = 1`). tomllib's time grows
+# with the square of it: a 200 KB spec naming a 100,000-part table took 18-27 s to be
+# refused. A spec nests at most MAX_NESTING deep, so more parts than this is no spec
+# (nor any tool's table in a pyproject.toml).
+MAX_KEY_PARTS = 64
 MAX_NESTING = 16
 MAX_STRING_CHARS = 64 * 1024
 MAX_ITEMS = 1000
@@ -55,6 +62,32 @@ def read_spec_bytes(path: Path) -> bytes:
         return path.read_bytes()
     except OSError as exc:
         raise SpecError(f"cannot read job spec {_show(path)}: {_reason(exc)}") from None
+
+
+# One part of a dotted key: bare, or quoted (escapes kept inside a basic string).
+_PART = r"""(?:[A-Za-z0-9_-]++|"(?:\\.|[^"\\\n])*+"|'[^'\n]*+')"""
+# More than MAX_KEY_PARTS parts joined by dots, where TOML has keys: at the start of a
+# line, or after the `[` of a table name or the `{` or `,` of an inline table (a string
+# value holding dotted words is not a key; an attacker's key has to be in such a place
+# for tomllib to read it as one). A quoted part counts (tomllib is as slow on
+# `"a"."a"...`). Possessive, so a failed start never backtracks, and starts are only
+# where keys can be: the scan stays linear, a 1 MiB spec read in well under a second.
+_LONG_KEY = re.compile(
+    r"(?:^|[\[{,])[ \t]*+" + _PART + r"(?:[ \t]*+\.[ \t]*+" + _PART + f"){{{MAX_KEY_PARTS}}}",
+    re.MULTILINE,
+)
+
+
+def check_toml_text(text: str, source: str) -> None:
+    """Refuse TOML text the parser would take unbounded time on, before it is parsed:
+    a dotted key or table name of more than MAX_KEY_PARTS parts."""
+    found = _LONG_KEY.search(text)
+    if found:
+        line = text.count("\n", 0, found.start()) + 1
+        raise SpecError(
+            f"invalid job spec {source}: line {line}: a dotted key or table name of more "
+            f"than {MAX_KEY_PARTS} parts (a spec nests at most {MAX_NESTING} deep)"
+        )
 
 
 def check_raw(data: Any, source: str) -> None:

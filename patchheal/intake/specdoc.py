@@ -35,7 +35,9 @@ are bounded (the limits below); a spec outside them is refused with exit 2,
 never run. `patchheal heal --print-spec` shows the spec a command line makes.
 
 Limits on any spec: at most {spec_bytes} bytes, nesting at most {nesting} deep,
-strings at most {string_chars} characters and without NUL bytes, arrays and
+dotted keys and table names at most {key_parts} parts (both checked on the text,
+before it is parsed; the same for the repository's pyproject.toml), strings
+at most {string_chars} characters and without NUL bytes, arrays and
 tables at most {items} entries, paths at most {path_chars} characters (each
 part at most {name_bytes} bytes, `~user` must exist), files given as a log,
 a JUnit report or a patch must be regular files (not a FIFO, a directory or a
@@ -80,7 +82,9 @@ order given). A patch may start with a preamble before its diff:
 `strategy` (letters, digits, `_`, `.`, `-`) is the candidate's strategy tag,
 else the file name without its number prefix (`02-add_guard.patch` →
 `add_guard`); `rationale` is recorded with the candidate. A patch file is at most
-4 MiB.
+4 MiB; a file of the folder that is bigger, unreadable or not UTF-8 text (a binary)
+is that candidate's `apply_failed` attempt, with the reason, and the others are
+still tried.
 """
 
 SECTIONS: list[tuple[str, type[BaseModel]]] = [
@@ -171,6 +175,7 @@ def _long_defaults() -> list[str]:
 def render() -> str:
     header = HEADER.format(
         spec_bytes=rawspec.MAX_SPEC_BYTES,
+        key_parts=rawspec.MAX_KEY_PARTS,
         nesting=rawspec.MAX_NESTING,
         string_chars=rawspec.MAX_STRING_CHARS,
         items=rawspec.MAX_ITEMS,

@@ -92,19 +92,15 @@ class PatchfilesProposer:
                 )
             if not paths:
                 raise SpecError(f"patchfiles proposer: no *.patch or *.diff files in {config.dir}")
-        else:
-            paths = list(config.paths)
-        # is_file() is false for a FIFO or a device, which would block or never end when read.
+            return paths  # each file judged when read: one bad file is one bad candidate
+        paths = list(config.paths)
+        # is_file() is false for a FIFO or a device, which would block or never end when
+        # read. Paths named one by one are the user's typo to fix before anything runs.
         unusable = [str(p) for p in paths if not p.is_file()]
         if unusable:
             raise SpecError(
                 "patchfiles proposer: not regular files (missing, a directory, a FIFO or a "
                 f"device): {', '.join(unusable[:5])}"
-            )
-        too_big = [str(p) for p in paths if p.stat().st_size > MAX_PATCH_BYTES]
-        if too_big:
-            raise SpecError(
-                f"patchfiles proposer: over {MAX_PATCH_BYTES} bytes: {', '.join(too_big[:5])}"
             )
         return paths
 
@@ -129,17 +125,43 @@ class PatchfilesProposer:
         self._next += 1
         return self._load(path)
 
-    def _load(self, path: Path) -> Candidate:
+    def _read(self, path: Path) -> tuple[str, str]:
+        """(the patch text, "") or ("", why the file cannot be a candidate)."""
         try:
-            text = (
-                read_regular(path, MAX_PATCH_BYTES).decode("utf-8")
-                if self._nofollow
-                else path.read_text(encoding="utf-8")
+            size = (path.lstat() if self._nofollow else path.stat()).st_size
+            if size > MAX_PATCH_BYTES:
+                return "", (
+                    f"it is {size:,} bytes, over the {MAX_PATCH_BYTES:,}-byte limit of a "
+                    "candidate patch (a log or a build output, not a patch?)"
+                )
+            if self._nofollow:
+                data = read_regular(path, MAX_PATCH_BYTES)
+            else:
+                with path.open("rb") as handle:
+                    data = handle.read(MAX_PATCH_BYTES + 1)
+        except OSError as exc:
+            return "", f"it cannot be read ({exc.strerror or exc})"
+        if len(data) > MAX_PATCH_BYTES:
+            return "", f"it is over the {MAX_PATCH_BYTES:,}-byte limit of a candidate patch"
+        if b"\0" in data:
+            return "", "it is a binary file (NUL bytes), not a text patch"
+        try:
+            return data.decode("utf-8"), ""
+        except UnicodeDecodeError as exc:
+            return "", f"it is not UTF-8 text (byte {exc.start}), not a text patch"
+
+    def _load(self, path: Path) -> Candidate:
+        text, problem = self._read(path)
+        if problem:
+            # One bad file is one bad candidate: recorded with the reason (an empty
+            # candidate, never run), and the heal goes on with the other files.
+            return Candidate(
+                diff="",
+                strategy=_NAME_PREFIX.sub("", path.stem) or "unspecified",
+                rationale=f"the patch file {path.name} was not used: {problem}",
+                proposer=self.name,
+                label=path.name,
             )
-        except (OSError, UnicodeDecodeError) as exc:
-            # An unreadable file is still a candidate: it will fail to apply,
-            # and that is recorded, rather than aborting the whole job.
-            text = f"unreadable patch file: {exc}"
         strategy_match = _STRATEGY_LINE.search(text)
         strategy = (
             strategy_match.group(1)
