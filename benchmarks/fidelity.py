@@ -1,0 +1,351 @@
+"""The pure parts of bench_fidelity: projects, outcomes by test id, their diff, the table.
+
+No process, no network, no Docker here: what bench_fidelity.py runs is read back
+through these functions, so tests/test_bench_fidelity.py can check them on text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import tomllib
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PROJECTS = Path(__file__).resolve().parent / "fidelity_projects.toml"
+JUNIT_FILE = "fidelity-junit.xml"
+UNITTEST_FILE = "fidelity-unittest.json"
+RUNNERS = ("pytest", "unittest")
+SETUP = "setup: "  # a side's note when its setup failed, so no test ran
+_SETUP_FAILED = "patchheal: setup command failed"
+_PROGRESS = re.compile(r"^\[harness [^\]]*\] ?")
+# What each side records for a test (a unittest subtest's failure fails its test).
+OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
+
+# A unittest runner given inline (`python -c`), so the same command runs in the plain
+# tree and in the harness's worktree without adding a file to either: unittest's own
+# discovery and TextTestRunner, with every test's outcome and message written by id.
+UNITTEST_RUNNER = """\
+import json, sys, unittest
+ids, seen = [], {}
+def note(test, outcome, text):
+    seen[test.id()] = (outcome, text)
+class Result(unittest.TextTestResult):
+    def startTest(self, test):
+        ids.append(test.id())
+        super().startTest(test)
+    def addFailure(self, test, err):
+        note(test, "failed", self._exc_info_to_string(err, test))
+        super().addFailure(test, err)
+    def addError(self, test, err):
+        note(test, "error", self._exc_info_to_string(err, test))
+        super().addError(test, err)
+    def addSkip(self, test, reason):
+        note(test, "skipped", reason)
+        super().addSkip(test, reason)
+    def addExpectedFailure(self, test, err):
+        note(test, "xfailed", "")
+        super().addExpectedFailure(test, err)
+    def addUnexpectedSuccess(self, test):
+        note(test, "xpassed", "")
+        super().addUnexpectedSuccess(test)
+    def addSubTest(self, test, subtest, err):
+        if err is not None:
+            note(test, "failed", self._exc_info_to_string(err, test))
+        super().addSubTest(test, subtest, err)
+runner = unittest.TextTestRunner(resultclass=Result, verbosity=1)
+main = unittest.main(module=None, argv=["unittest", *sys.argv[1:]], testRunner=runner, exit=False)
+outcomes = {i: seen.get(i, ("passed", "")) for i in ids}
+outcomes.update({i: v for i, v in seen.items() if i not in outcomes})
+with open(%(path)r, "w") as out:
+    json.dump(outcomes, out)
+sys.exit(0 if main.result.wasSuccessful() else 1)
+"""
+
+
+class ProjectError(ValueError):
+    """A project entry that cannot be run as written."""
+
+
+@dataclass(frozen=True)
+class Project:
+    name: str
+    source: str  # the fetch tool's `github:OWNER/NAME`
+    commit: str
+    python: str
+    install: tuple[str, ...]  # setup commands, in order (each a `--setup` of the harness)
+    command: str  # without the results option: the script adds it
+    runner: str = "pytest"
+    build: str = ""
+    notes: str = ""
+
+    @property
+    def results_file(self) -> str:
+        return JUNIT_FILE if self.runner == "pytest" else UNITTEST_FILE
+
+    def full_command(self) -> str:
+        """The test command both sides run, with its results written into the tree."""
+        if self.runner == "pytest":
+            return f"{self.command} --junitxml={JUNIT_FILE}"
+        code = UNITTEST_RUNNER % {"path": UNITTEST_FILE}
+        return f"python -c {shlex.quote(code)} {self.command}".rstrip()
+
+
+_REQUIRED = ("source", "commit", "python", "install", "command")
+
+
+def load_projects(path: Path = PROJECTS) -> list[Project]:
+    """The `[[project]]` tables of the data file, checked: a clear error, not a KeyError."""
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ProjectError(f"{path}: {exc}") from exc
+    projects = []
+    for index, entry in enumerate(data.get("project", [])):
+        name = entry.get("name") or f"#{index + 1}"
+        # A unittest project's command may be empty: `python -m unittest` discovers.
+        missing = [k for k in ("name", *_REQUIRED) if not entry.get(k) and k != "command"]
+        missing += [] if isinstance(entry.get("command"), str) else ["command"]
+        if missing:
+            raise ProjectError(f"{path}: project {name} lacks {', '.join(missing)}")
+        if entry.get("runner", "pytest") not in RUNNERS:
+            raise ProjectError(f"{path}: project {name}: runner must be one of {RUNNERS}")
+        if not re.fullmatch(r"[0-9a-f]{40}", entry["commit"]):
+            raise ProjectError(f"{path}: project {name}: commit must be 40 hex digits")
+        known = set(Project.__dataclass_fields__)
+        unknown = sorted(set(entry) - known)
+        if unknown:
+            raise ProjectError(f"{path}: project {name}: unknown keys {', '.join(unknown)}")
+        install = entry["install"]
+        if isinstance(install, str):
+            install = [install]
+        if not isinstance(install, list) or not all(isinstance(i, str) for i in install):
+            raise ProjectError(f"{path}: project {name}: install must be a string or strings")
+        projects.append(Project(**(entry | {"install": tuple(install)})))
+    names = [p.name for p in projects]
+    if len(set(names)) != len(names):
+        raise ProjectError(f"{path}: project names repeat")
+    return projects
+
+
+def _first_line(text: str | None) -> str:
+    for line in (text or "").splitlines():
+        if line.strip():
+            return line.strip()
+    return ""
+
+
+def _exception_line(text: str) -> str:
+    """The exception of a traceback (its last line that is not blank), else its first line."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if len(lines) > 1 and lines[0].startswith("Traceback"):
+        return lines[-1]
+    return lines[0] if lines else ""
+
+
+def parse_junit(text: str) -> dict[str, tuple[str, str]]:
+    """pytest's JUnit XML -> {test id: (outcome, first line of its message)}.
+
+    The id is `classname::name` (a collection error has an empty classname); a name
+    met twice gets `#2`, `#3` so no outcome is lost."""
+    root = ET.fromstring(text)
+    outcomes: dict[str, tuple[str, str]] = {}
+    for case in root.iter("testcase"):
+        test_id = f"{case.get('classname', '')}::{case.get('name', '')}"
+        outcome, message = "passed", ""
+        for child in case:
+            kind = child.tag
+            detail = child.get("message") or child.text or ""
+            if kind == "failure":
+                outcome, message = "failed", detail
+            elif kind == "error" and outcome != "failed":
+                outcome, message = "error", detail
+            elif kind == "skipped" and outcome == "passed":
+                xfail = child.get("type") == "pytest.xfail"
+                outcome, message = ("xfailed" if xfail else "skipped"), detail
+        unique, count = test_id, 1
+        while unique in outcomes:
+            count += 1
+            unique = f"{test_id}#{count}"
+        outcomes[unique] = (outcome, _first_line(message))
+    return outcomes
+
+
+def parse_unittest(text: str) -> dict[str, tuple[str, str]]:
+    """The inline runner's JSON -> {test id: (outcome, the exception line)}."""
+    data = json.loads(text)
+    return {
+        test_id: (str(outcome), _exception_line(str(message)))
+        for test_id, (outcome, message) in data.items()
+    }
+
+
+def parse_results(runner: str, text: str) -> dict[str, tuple[str, str]]:
+    return parse_junit(text) if runner == "pytest" else parse_unittest(text)
+
+
+_ERROR_LINE = re.compile(
+    r"^(E\s+\S|error:|ERROR\b|\w*(Error|Exception)\b|FAILED\b)|\b\w+(Error|Exception):"
+)
+
+
+def first_error_line(output: str) -> str:
+    """The first line of a run's output that says what went wrong, for a run without results."""
+    for line in output.splitlines():
+        stripped = line.strip()
+        if stripped and _ERROR_LINE.search(stripped):
+            return stripped[:200]
+    return _first_line(output.splitlines()[-1] if output.strip() else "")[:200]
+
+
+def harness_note(output: str) -> str:
+    """Why a harness run has no results: when patchheal says the setup failed, setup's
+    first error line (setup's output comes as `[harness run NAME]` progress lines),
+    else the first error line of the rest."""
+    own: list[str] = []
+    progress: list[str] = []
+    for line in output.splitlines()[1:]:  # the first line is the command bench_fidelity ran
+        match = _PROGRESS.match(line)
+        (progress if match else own).append(line[match.end() :] if match else line)
+    if any(line.startswith(_SETUP_FAILED) for line in own):
+        return SETUP + first_error_line("\n".join(progress))
+    return first_error_line("\n".join(x for x in own if not x.startswith("worktree kept:")))
+
+
+@dataclass
+class Side:
+    """One side's run of a project: its outcomes by id, or why it has none."""
+
+    outcomes: dict[str, tuple[str, str]] | None
+    exit_code: int | None
+    seconds: float
+    note: str = ""  # the first error line of a run without results
+    extra: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "outcomes": None
+            if self.outcomes is None
+            else {k: list(v) for k, v in self.outcomes.items()},
+            "exit_code": self.exit_code,
+            "seconds": round(self.seconds, 1),
+            "note": self.note,
+            "extra": self.extra,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, object]) -> Side:
+        raw = data.get("outcomes")
+        outcomes = None
+        if isinstance(raw, dict):
+            outcomes = {str(k): (str(v[0]), str(v[1])) for k, v in raw.items()}
+        exit_code = data.get("exit_code")
+        seconds = data.get("seconds", 0.0)
+        extra = data.get("extra")
+        return cls(
+            outcomes=outcomes,
+            exit_code=exit_code if isinstance(exit_code, int) else None,
+            seconds=float(seconds) if isinstance(seconds, int | float) else 0.0,
+            note=str(data.get("note", "")),
+            extra={str(k): str(v) for k, v in extra.items()} if isinstance(extra, dict) else {},
+        )
+
+
+def summary(side: Side | None) -> str:
+    """`911 passed, 1 failed`; `no results (...)` for a run that produced none."""
+    if side is None:
+        return "not run"
+    if side.outcomes is None:
+        what = "setup fails" if side.note.startswith(SETUP) else "no results"
+        return f"{what} (exit {side.exit_code})"
+    counts: dict[str, int] = {}
+    for outcome, _ in side.outcomes.values():
+        counts[outcome] = counts.get(outcome, 0) + 1
+    if not counts:
+        return "0 tests"
+    return ", ".join(f"{counts[o]:,} {o}" for o in OUTCOMES if o in counts)
+
+
+@dataclass(frozen=True)
+class Difference:
+    test_id: str
+    plain: str  # an outcome, or "absent"
+    harness: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Comparison:
+    tests: int  # ids in either run
+    identical: int  # ids with the same outcome in both
+    differences: list[Difference]
+
+
+def compare(plain: Side, harness: Side) -> Comparison:
+    """Outcomes by id; a side without results counts every id of the other as absent.
+
+    The reason of a difference is the harness's message for the id (its first error
+    line), else the plain run's, else the harness run's first error line."""
+    ours = plain.outcomes or {}
+    theirs = harness.outcomes or {}
+    ids = sorted(set(ours) | set(theirs))
+    differences = []
+    identical = 0
+    for test_id in ids:
+        a, b = ours.get(test_id, ("absent", "")), theirs.get(test_id, ("absent", ""))
+        if a[0] == b[0]:
+            identical += 1
+            continue
+        reason = b[1] or (f"plain: {a[1]}" if a[1] else "") or harness.note or plain.note
+        differences.append(Difference(test_id, a[0], b[0], reason))
+    return Comparison(len(ids), identical, differences)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def table(rows: Sequence[tuple[Project, Side | None, Side | None]], *, limit: int = 10) -> str:
+    """The Markdown table (one row per project) and, under it, each differing id with its
+    reason (at most `limit` per project, 0 for all), then each run without results."""
+    lines = [
+        "| project | python | runner | build | tests | plain venv | harness | identical by id |",
+        "| --- | --- | --- | --- | ---: | --- | --- | ---: |",
+    ]
+    details: list[str] = []
+    for project, plain, harness in rows:
+        if plain is None or harness is None:
+            tests, same = "", "not compared"
+        else:
+            result = compare(plain, harness)
+            tests = f"{result.tests:,}"
+            same = f"{result.identical:,} of {result.tests:,}"
+            if not result.differences and result.tests:
+                same += " (all)"
+            shown = result.differences if limit == 0 else result.differences[:limit]
+            if result.differences:
+                details.append(f"{project.name}: {len(result.differences)} differ")
+            for diff in shown:
+                details.append(
+                    f"  {diff.test_id}: {diff.plain} -> {diff.harness}: {diff.reason[:200]}"
+                )
+            if len(shown) < len(result.differences):
+                details.append(f"  ... and {len(result.differences) - len(shown)} more")
+        for label, side in (("plain venv", plain), ("harness", harness)):
+            if side is not None and side.outcomes is None:
+                details.append(f"{project.name}: {label} has no results: {side.note}")
+        cells = [
+            project.name,
+            project.python,
+            project.runner,
+            project.build,
+            tests,
+            summary(plain),
+            summary(harness),
+            same,
+        ]
+        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    return "\n".join([*lines, "", *details]).rstrip() + "\n"
