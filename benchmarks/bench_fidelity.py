@@ -173,7 +173,9 @@ def harness_has_python_option() -> bool:
     return "--python" in done.stdout
 
 
-def run_harness(project: Project, source: Path, log: Path, with_python: bool) -> Side:
+def run_harness(project: Project, source: Path, log: Path, with_python: bool) -> Side | None:
+    """None when the project's Python cannot be asked for (`harness run` without
+    `--python`): nothing is recorded, so a later call with the option runs it."""
     started = time.monotonic()
     argv = ["nice", "-n", "10", sys.executable, "-m", "patchheal", "harness", "run", "python"]
     argv += ["--repo", str(source), "--ref", project.commit]
@@ -182,7 +184,8 @@ def run_harness(project: Project, source: Path, log: Path, with_python: bool) ->
     argv += ["--keep", "--timeout", str(TEST_TIMEOUT), "--idle-timeout", "600"]
     if project.python != "3.11":
         if not with_python:
-            return Side(None, None, 0.0, f"harness run has no --python ({project.python})")
+            print(f"{project.name}: harness run has no --python", file=sys.stderr)
+            return None
         argv += ["--python", project.python]
     argv += ["--", project.full_command()]
     done = subprocess.run(
@@ -217,7 +220,7 @@ def _load(record: Path) -> Side:
     return side
 
 
-def _side(project: Project, which: str, args: argparse.Namespace, with_python: bool) -> Side:
+def _side(project: Project, which: str, args: argparse.Namespace, with_python: bool) -> Side | None:
     record = args.runs / project.name / f"{which}.json"
     if record.exists() and not args.rerun:
         return _load(record)
@@ -225,10 +228,13 @@ def _side(project: Project, which: str, args: argparse.Namespace, with_python: b
     source = clone(project, args.clones)
     log = record.with_suffix(".log")
     print(f"{project.name}: {which} ...", file=sys.stderr, flush=True)
-    if which == "plain":
-        side = run_plain(project, source, log)
-    else:
-        side = run_harness(project, source, log, with_python)
+    side = (
+        run_plain(project, source, log)
+        if which == "plain"
+        else run_harness(project, source, log, with_python)
+    )
+    if side is None:
+        return None
     side.extra.update(
         commit=project.commit, install=" && ".join(project.install), command=project.command
     )

@@ -192,11 +192,18 @@ _ERROR_LINE = re.compile(
 )
 
 
+# pip's own wrapping of a build's failure: the build's error line comes after these.
+_GENERIC = re.compile(
+    r"subprocess-exited-with-error|metadata-generation-failed|Failed building|"
+    r"Could not build wheels|^note:|^×|finished with status"
+)
+
+
 def first_error_line(output: str) -> str:
     """The first line of a run's output that says what went wrong, for a run without results."""
     for line in output.splitlines():
         stripped = line.strip()
-        if stripped and _ERROR_LINE.search(stripped):
+        if stripped and _ERROR_LINE.search(stripped) and not _GENERIC.search(stripped):
             return stripped[:200]
     return _first_line(output.splitlines()[-1] if output.strip() else "")[:200]
 
@@ -299,7 +306,12 @@ def compare(plain: Side, harness: Side) -> Comparison:
         if a[0] == b[0]:
             identical += 1
             continue
-        reason = b[1] or (f"plain: {a[1]}" if a[1] else "") or harness.note or plain.note
+        if harness.outcomes is None:  # the run's own reason, the same for every id
+            reason = harness.note
+        elif plain.outcomes is None:
+            reason = f"plain: {plain.note}"
+        else:
+            reason = b[1] or (f"plain: {a[1]}" if a[1] else "")
         differences.append(Difference(test_id, a[0], b[0], reason))
     return Comparison(len(ids), identical, differences)
 
@@ -308,9 +320,25 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _grouped(differences: list[Difference], limit: int) -> list[str]:
+    """Differences with the same outcomes and reason together, the reason once, then
+    their ids (at most `limit` of each group, 0 for all)."""
+    groups: dict[tuple[str, str, str], list[str]] = {}
+    for diff in differences:
+        groups.setdefault((diff.plain, diff.harness, diff.reason), []).append(diff.test_id)
+    lines = []
+    for (plain, harness, reason), ids in groups.items():
+        lines.append(f"  {plain} -> {harness} ({len(ids)}): {reason[:240]}")
+        shown = ids if limit == 0 else ids[:limit]
+        lines += [f"    {test_id}" for test_id in shown]
+        if len(shown) < len(ids):
+            lines.append(f"    ... and {len(ids) - len(shown)} more")
+    return lines
+
+
 def table(rows: Sequence[tuple[Project, Side | None, Side | None]], *, limit: int = 10) -> str:
-    """The Markdown table (one row per project) and, under it, each differing id with its
-    reason (at most `limit` per project, 0 for all), then each run without results."""
+    """The Markdown table (one row per project) and, under it, per project the differing
+    ids grouped by outcomes and reason (at most `limit` ids a group, 0 for all)."""
     lines = [
         "| project | python | runner | build | tests | plain venv | harness | identical by id |",
         "| --- | --- | --- | --- | ---: | --- | --- | ---: |",
@@ -325,18 +353,9 @@ def table(rows: Sequence[tuple[Project, Side | None, Side | None]], *, limit: in
             same = f"{result.identical:,} of {result.tests:,}"
             if not result.differences and result.tests:
                 same += " (all)"
-            shown = result.differences if limit == 0 else result.differences[:limit]
             if result.differences:
-                details.append(f"{project.name}: {len(result.differences)} differ")
-            for diff in shown:
-                details.append(
-                    f"  {diff.test_id}: {diff.plain} -> {diff.harness}: {diff.reason[:200]}"
-                )
-            if len(shown) < len(result.differences):
-                details.append(f"  ... and {len(result.differences) - len(shown)} more")
-        for label, side in (("plain venv", plain), ("harness", harness)):
-            if side is not None and side.outcomes is None:
-                details.append(f"{project.name}: {label} has no results: {side.note}")
+                details.append(f"{project.name}: {len(result.differences):,} differ")
+                details += _grouped(result.differences, limit)
         cells = [
             project.name,
             project.python,
