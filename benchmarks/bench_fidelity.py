@@ -157,7 +157,7 @@ def run_plain(project: Project, source: Path, log: Path) -> Side:
         with log.open("a") as handle:
             handle.write(f"$ {project.command}\n{out}")
         outcomes = _read_results(project, tree)
-        note = "" if outcomes is not None else first_error_line(out)
+        note = first_error_line(out)
         version = subprocess.run(
             [str(venv / "bin" / "python"), "--version"], capture_output=True, text=True
         ).stdout.strip()
@@ -188,16 +188,17 @@ def run_harness(project: Project, source: Path, log: Path, with_python: bool) ->
             return None
         argv += ["--python", project.python]
     argv += ["--", project.full_command()]
-    done = subprocess.run(
-        argv,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        errors="replace",
-        timeout=INSTALL_TIMEOUT + TEST_TIMEOUT + 600,
-    )
-    log.write_text(f"$ {' '.join(argv)}\n{done.stdout}")
-    kept = _KEPT.search(done.stdout)
+    with log.open("w") as handle:  # written as it runs: `tail -f` shows where it is
+        handle.write(f"$ {' '.join(argv)}\n")
+        handle.flush()
+        done = subprocess.run(
+            argv,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            timeout=INSTALL_TIMEOUT + TEST_TIMEOUT + 600,
+        )
+    output = log.read_text(errors="replace")
+    kept = _KEPT.search(output)
     outcomes = None
     if kept:
         workspace = Path(kept.group(1).strip())
@@ -206,7 +207,7 @@ def run_harness(project: Project, source: Path, log: Path, with_python: bool) ->
         shutil.rmtree(workspace, ignore_errors=True)
         if workspace.exists():
             print(f"{project.name}: could not remove all of {workspace}", file=sys.stderr)
-    note = "" if outcomes is not None else harness_note(done.stdout)
+    note = harness_note(output)
     return Side(outcomes, done.returncode, time.monotonic() - started, note)
 
 
@@ -215,7 +216,7 @@ def _load(record: Path) -> Side:
     (what the reason reader finds may have improved since)."""
     side = Side.from_json(json.loads(record.read_text()))
     log = record.with_suffix(".log")
-    if side.outcomes is None and record.stem == "harness" and log.exists():
+    if record.stem == "harness" and log.exists():
         side.note = harness_note(log.read_text(errors="replace")) or side.note
     return side
 

@@ -166,12 +166,26 @@ def parse_junit(text: str) -> dict[str, tuple[str, str]]:
             elif kind == "skipped" and outcome == "passed":
                 xfail = child.get("type") == "pytest.xfail"
                 outcome, message = ("xfailed" if xfail else "skipped"), detail
+        if outcome == "error" and message == "collection failure":  # the error's own line
+            message = _collection_error(child_text(case)) or message
         unique, count = test_id, 1
         while unique in outcomes:
             count += 1
             unique = f"{test_id}#{count}"
         outcomes[unique] = (outcome, _first_line(message))
     return outcomes
+
+
+def child_text(case: ET.Element) -> str:
+    return "\n".join(child.text or "" for child in case)
+
+
+def _collection_error(text: str) -> str:
+    """The exception pytest printed for a module it could not collect (`E   ...`)."""
+    for line in text.splitlines():
+        if re.match(r"E\s+\S", line):
+            return line[1:].strip()
+    return _exception_line(text)
 
 
 def parse_unittest(text: str) -> dict[str, tuple[str, str]]:
@@ -229,7 +243,7 @@ class Side:
     outcomes: dict[str, tuple[str, str]] | None
     exit_code: int | None
     seconds: float
-    note: str = ""  # the first error line of a run without results
+    note: str = ""  # the run's first error line (why its tests are absent, if they are)
     extra: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, object]:
@@ -306,10 +320,10 @@ def compare(plain: Side, harness: Side) -> Comparison:
         if a[0] == b[0]:
             identical += 1
             continue
-        if harness.outcomes is None:  # the run's own reason, the same for every id
+        if harness.outcomes is None or b[0] == "absent":  # the run's own reason
             reason = harness.note
-        elif plain.outcomes is None:
-            reason = f"plain: {plain.note}"
+        elif plain.outcomes is None or a[0] == "absent":
+            reason = f"plain: {plain.note}" if plain.note else b[1]
         else:
             reason = b[1] or (f"plain: {a[1]}" if a[1] else "")
         differences.append(Difference(test_id, a[0], b[0], reason))

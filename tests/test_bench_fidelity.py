@@ -63,7 +63,7 @@ def test_junit_outcomes_by_id_with_their_first_message_line() -> None:
         "tests.test_a::test_bad": ("failed", "AssertionError: 1 != 2"),
         "tests.test_a::test_skip": ("skipped", "no network"),
         "tests.test_a::test_xf": ("xfailed", "known"),
-        "::tests.test_b": ("error", "collection failure"),
+        "::tests.test_b": ("error", "ModuleNotFoundError: No module named 'x'"),
         "tests.test_a::test_ok#2": ("passed", ""),
     }
 
@@ -74,12 +74,12 @@ def test_compare_names_each_differing_id_with_the_harness_reason() -> None:
     harness_outcomes["tests.test_a::test_ok"] = ("failed", "PermissionError: [Errno 1]")
     del harness_outcomes["tests.test_a::test_skip"]
     harness_outcomes["tests.test_a::test_new"] = ("passed", "")
-    result = compare(plain, Side(harness_outcomes, 1, 1.0))
+    result = compare(plain, Side(harness_outcomes, 1, 1.0, "E   ImportError: gone"))
     assert (result.tests, result.identical) == (7, 4)
     found = {(d.test_id, d.plain, d.harness, d.reason) for d in result.differences}
     assert found == {
         ("tests.test_a::test_ok", "passed", "failed", "PermissionError: [Errno 1]"),
-        ("tests.test_a::test_skip", "skipped", "absent", "plain: no network"),
+        ("tests.test_a::test_skip", "skipped", "absent", "E   ImportError: gone"),
         ("tests.test_a::test_new", "absent", "passed", ""),
     }
 
