@@ -127,11 +127,22 @@ def _shell(command: str, cwd: Path, env: dict[str, str], timeout: float) -> tupl
     return done.returncode, done.stdout
 
 
-def _read_results(project: Project, tree: Path) -> dict[str, tuple[str, str]] | None:
+def _read_results(project: Project, tree: Path, log: Path) -> dict[str, tuple[str, str]] | None:
+    """The run's outcomes; its raw results file is kept beside its log (`.results`), so a
+    re-print parses it again with whatever the parser has learnt since."""
     path = tree / project.results_file
     try:
-        return parse_results(project.runner, path.read_text(errors="replace"))
-    except (OSError, ValueError):  # absent, unreadable, or half-written by a killed run
+        text = path.read_text(errors="replace")
+    except OSError:  # absent or unreadable
+        return None
+    log.with_suffix(".results").write_text(text)
+    return _parse(project, text)
+
+
+def _parse(project: Project, text: str) -> dict[str, tuple[str, str]] | None:
+    try:
+        return parse_results(project.runner, text)
+    except ValueError:  # half-written by a killed run
         return None
 
 
@@ -156,7 +167,7 @@ def run_plain(project: Project, source: Path, log: Path) -> Side:
         code, out = _shell(command, tree, env, TEST_TIMEOUT)
         with log.open("a") as handle:
             handle.write(f"$ {project.command}\n{out}")
-        outcomes = _read_results(project, tree)
+        outcomes = _read_results(project, tree, log)
         note = first_error_line(out)
         version = subprocess.run(
             [str(venv / "bin" / "python"), "--version"], capture_output=True, text=True
@@ -202,7 +213,7 @@ def run_harness(project: Project, source: Path, log: Path, with_python: bool) ->
     outcomes = None
     if kept:
         workspace = Path(kept.group(1).strip())
-        outcomes = _read_results(project, workspace / "wt" / "run")
+        outcomes = _read_results(project, workspace / "wt" / "run", log)
         # Files the step made may belong to another uid: what cannot go stays, said.
         shutil.rmtree(workspace, ignore_errors=True)
         if workspace.exists():
@@ -211,11 +222,13 @@ def run_harness(project: Project, source: Path, log: Path, with_python: bool) ->
     return Side(outcomes, done.returncode, time.monotonic() - started, note)
 
 
-def _load(record: Path) -> Side:
-    """A kept side; a harness run without results gets its reason read again from its log
-    (what the reason reader finds may have improved since)."""
+def _load(project: Project, record: Path) -> Side:
+    """A kept side, its results and (harness) its reason read again from the raw files
+    kept beside it: what the readers find may have improved since."""
     side = Side.from_json(json.loads(record.read_text()))
-    log = record.with_suffix(".log")
+    raw, log = record.with_suffix(".results"), record.with_suffix(".log")
+    if raw.exists():
+        side.outcomes = _parse(project, raw.read_text(errors="replace"))
     if record.stem == "harness" and log.exists():
         side.note = harness_note(log.read_text(errors="replace")) or side.note
     return side
@@ -224,7 +237,7 @@ def _load(record: Path) -> Side:
 def _side(project: Project, which: str, args: argparse.Namespace, with_python: bool) -> Side | None:
     record = args.runs / project.name / f"{which}.json"
     if record.exists() and not args.rerun:
-        return _load(record)
+        return _load(project, record)
     record.parent.mkdir(parents=True, exist_ok=True)
     source = clone(project, args.clones)
     log = record.with_suffix(".log")
@@ -253,7 +266,7 @@ def _measure(
         if args.side in (which, "both"):
             sides[which] = _side(project, which, args, with_python)
         elif record.exists():
-            sides[which] = _load(record)
+            sides[which] = _load(project, record)
     return project, sides["plain"], sides["harness"]
 
 
@@ -294,7 +307,7 @@ def _cached(project: Project, runs: Path) -> tuple[Project, Side | None, Side | 
     sides = []
     for which in ("plain", "harness"):
         record = runs / project.name / f"{which}.json"
-        sides.append(_load(record) if record.exists() else None)
+        sides.append(_load(project, record) if record.exists() else None)
     return project, sides[0], sides[1]
 
 
