@@ -96,7 +96,10 @@ def test_a_side_without_results_makes_every_id_absent_with_its_error_line() -> N
 
 
 def test_first_error_line_finds_the_exception_not_the_chatter() -> None:
-    text = "running setup\nok\nE   ModuleNotFoundError: No module named 'humanize._version'\n"
+    text = (
+        "running setup\nImportError while importing test module 'x'.\n"
+        "E   ModuleNotFoundError: No module named 'humanize._version'\n"
+    )
     assert first_error_line(text) == "E   ModuleNotFoundError: No module named 'humanize._version'"
     assert first_error_line("all fine\nlast words\n") == "last words"
     coloured = "\x1b[31mE   ModuleNotFoundError: No module named 'x'\x1b[0m\n"
