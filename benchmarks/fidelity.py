@@ -220,7 +220,7 @@ def first_error_line(output: str) -> str:
     """The first line of a run's output that says what went wrong (colours taken out)."""
     output = _ANSI.sub("", output)
     for line in output.splitlines():  # pytest's own error lines say it most precisely
-        if re.match(r"E\s+\w*(Error|Exception)\b", line):
+        if re.match(r"E\s+[\w.]*(Error|Exception)\b", line):
             return line.strip()[:200]
     for line in output.splitlines():
         stripped = line.strip()

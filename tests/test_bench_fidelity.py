@@ -102,6 +102,8 @@ def test_first_error_line_finds_the_exception_not_the_chatter() -> None:
     )
     assert first_error_line(text) == "E   ModuleNotFoundError: No module named 'humanize._version'"
     assert first_error_line("all fine\nlast words\n") == "last words"
+    conftest = "ImportError while loading conftest 'c'.\nE   zoneinfo.ZoneInfoNotFoundError: 'x'\n"
+    assert first_error_line(conftest) == "E   zoneinfo.ZoneInfoNotFoundError: 'x'"
     coloured = "\x1b[31mE   ModuleNotFoundError: No module named 'x'\x1b[0m\n"
     assert first_error_line(coloured) == "E   ModuleNotFoundError: No module named 'x'"
     assert first_error_line("") == ""
