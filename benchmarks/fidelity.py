@@ -327,12 +327,17 @@ def compare(plain: Side, harness: Side) -> Comparison:
         if a[0] == b[0]:
             identical += 1
             continue
-        if harness.outcomes is None or b[0] == "absent":  # the run's own reason
+        own_a = f"plain: {a[1]}" if a[1] else ""
+        if harness.outcomes is None:  # the run's own reason, the same for every id
             reason = harness.note
-        elif plain.outcomes is None or a[0] == "absent":
-            reason = f"plain: {plain.note}" if plain.note else b[1]
+        elif plain.outcomes is None:
+            reason = f"plain: {plain.note}"
+        elif b[0] == "absent":  # the id's own error (a module not collected) or the run's
+            reason = own_a if a[0] == "error" and own_a else harness.note
+        elif a[0] == "absent":
+            reason = b[1] or (f"plain: {plain.note}" if plain.note else "")
         else:
-            reason = b[1] or (f"plain: {a[1]}" if a[1] else "")
+            reason = b[1] or own_a
         differences.append(Difference(test_id, a[0], b[0], reason))
     return Comparison(len(ids), identical, differences)
 

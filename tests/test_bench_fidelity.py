@@ -74,13 +74,15 @@ def test_compare_names_each_differing_id_with_the_harness_reason() -> None:
     harness_outcomes["tests.test_a::test_ok"] = ("failed", "PermissionError: [Errno 1]")
     del harness_outcomes["tests.test_a::test_skip"]
     harness_outcomes["tests.test_a::test_new"] = ("passed", "")
+    del harness_outcomes["::tests.test_b"]  # collected there: its tests ran
     result = compare(plain, Side(harness_outcomes, 1, 1.0, "E   ImportError: gone"))
-    assert (result.tests, result.identical) == (7, 4)
+    assert (result.tests, result.identical) == (7, 3)
     found = {(d.test_id, d.plain, d.harness, d.reason) for d in result.differences}
     assert found == {
         ("tests.test_a::test_ok", "passed", "failed", "PermissionError: [Errno 1]"),
         ("tests.test_a::test_skip", "skipped", "absent", "E   ImportError: gone"),
         ("tests.test_a::test_new", "absent", "passed", ""),
+        ("::tests.test_b", "error", "absent", "plain: ModuleNotFoundError: No module named 'x'"),
     }
 
 
