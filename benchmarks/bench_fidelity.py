@@ -184,6 +184,18 @@ def harness_has_python_option() -> bool:
     return "--python" in done.stdout
 
 
+def _kept_tree(workspace: Path, project: Project) -> Path:
+    """The run's worktree in the kept workspace: `wt/run` today; if the layout changes,
+    the folder (at most two levels down) that holds the results file."""
+    tree = workspace / "wt" / "run"
+    if (tree / project.results_file).exists():
+        return tree
+    for pattern in (f"*/{project.results_file}", f"*/*/{project.results_file}"):
+        for found in workspace.glob(pattern):
+            return found.parent
+    return tree
+
+
 def run_harness(project: Project, source: Path, log: Path, with_python: bool) -> Side | None:
     """None when the project's Python cannot be asked for (`harness run` without
     `--python`): nothing is recorded, so a later call with the option runs it."""
@@ -213,7 +225,7 @@ def run_harness(project: Project, source: Path, log: Path, with_python: bool) ->
     outcomes = None
     if kept:
         workspace = Path(kept.group(1).strip())
-        outcomes = _read_results(project, workspace / "wt" / "run", log)
+        outcomes = _read_results(project, _kept_tree(workspace, project), log)
         # Files the step made may belong to another uid: what cannot go stays, said.
         shutil.rmtree(workspace, ignore_errors=True)
         if workspace.exists():
