@@ -55,6 +55,7 @@ from fidelity import (
     harness_note,
     load_projects,
     parse_results,
+    runtime_of,
     table,
 )
 
@@ -168,7 +169,7 @@ def run_plain(project: Project, source: Path, log: Path) -> Side:
         with log.open("a") as handle:
             handle.write(f"$ {project.command}\n{out}")
         outcomes = _read_results(project, tree, log)
-        note = first_error_line(out)
+        note = first_error_line(out, fallback=outcomes is None)
         version = subprocess.run(
             [str(venv / "bin" / "python"), "--version"], capture_output=True, text=True
         ).stdout.strip()
@@ -230,7 +231,7 @@ def run_harness(project: Project, source: Path, log: Path, with_python: bool) ->
         shutil.rmtree(workspace, ignore_errors=True)
         if workspace.exists():
             print(f"{project.name}: could not remove all of {workspace}", file=sys.stderr)
-    note = harness_note(output)
+    note = harness_note(output, fallback=outcomes is None)
     return Side(outcomes, done.returncode, time.monotonic() - started, note)
 
 
@@ -241,8 +242,12 @@ def _load(project: Project, record: Path) -> Side:
     raw, log = record.with_suffix(".results"), record.with_suffix(".log")
     if raw.exists():
         side.outcomes = _parse(project, raw.read_text(errors="replace"))
+    if log.exists():
+        side.extra["runtime"] = runtime_of(log.read_text(errors="replace"))
+    if record.stem == "plain" and log.exists() and side.outcomes is not None:
+        side.note = first_error_line(log.read_text(errors="replace"), fallback=False)
     if record.stem == "harness" and log.exists():
-        side.note = harness_note(log.read_text(errors="replace")) or side.note
+        side.note = harness_note(log.read_text(errors="replace"), fallback=side.outcomes is None)
     return side
 
 
@@ -264,6 +269,7 @@ def _side(project: Project, which: str, args: argparse.Namespace, with_python: b
     side.extra.update(
         commit=project.commit, install=" && ".join(project.install), command=project.command
     )
+    side.extra["runtime"] = runtime_of(log.read_text(errors="replace"))
     record.write_text(json.dumps(side.to_json(), indent=1))
     print(f"{project.name}: {which} done in {side.seconds:.0f} s", file=sys.stderr, flush=True)
     return side

@@ -216,7 +216,7 @@ _GENERIC = re.compile(
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
-def first_error_line(output: str) -> str:
+def first_error_line(output: str, *, fallback: bool = True) -> str:
     """The first line of a run's output that says what went wrong (colours taken out)."""
     output = _ANSI.sub("", output)
     for line in output.splitlines():  # pytest's own error lines say it most precisely
@@ -226,10 +226,12 @@ def first_error_line(output: str) -> str:
         stripped = line.strip()
         if stripped and _ERROR_LINE.search(stripped) and not _GENERIC.search(stripped):
             return stripped[:200]
+    if not fallback:
+        return ""
     return _first_line(output.splitlines()[-1] if output.strip() else "")[:200]
 
 
-def harness_note(output: str) -> str:
+def harness_note(output: str, *, fallback: bool = True) -> str:
     """Why a harness run has no results: when patchheal says the setup failed, setup's
     first error line (setup's output comes as `[harness run NAME]` progress lines),
     else the first error line of the rest."""
@@ -240,7 +242,18 @@ def harness_note(output: str) -> str:
         (progress if match else own).append(line[match.end() :] if match else line)
     if any(line.startswith(_SETUP_FAILED) for line in own):
         return SETUP + first_error_line("\n".join(progress))
-    return first_error_line("\n".join(x for x in own if not x.startswith("worktree kept:")))
+    kept = "\n".join(x for x in own if not x.startswith("worktree kept:"))
+    return first_error_line(kept, fallback=fallback)
+
+
+_PLATFORM = re.compile(r"platform \S+ -- (Python [\w.+]+), (pytest-[\w.]+)")
+
+
+def runtime_of(output: str) -> str:
+    """`Python 3.11.2, pytest-7.2.1` from pytest's header, else the interpreter unittest
+    ran on is not printed: empty."""
+    match = _PLATFORM.search(output)
+    return f"{match.group(1)}, {match.group(2)}" if match else ""
 
 
 @dataclass
@@ -292,9 +305,9 @@ def summary(side: Side | None) -> str:
     counts: dict[str, int] = {}
     for outcome, _ in side.outcomes.values():
         counts[outcome] = counts.get(outcome, 0) + 1
-    if not counts:
-        return "0 tests"
-    return ", ".join(f"{counts[o]:,} {o}" for o in OUTCOMES if o in counts)
+    text = ", ".join(f"{counts[o]:,} {o}" for o in OUTCOMES if o in counts) or "0 tests"
+    runtime = side.extra.get("runtime")
+    return f"{text} ({runtime})" if runtime else text
 
 
 @dataclass(frozen=True)
@@ -310,6 +323,9 @@ class Comparison:
     tests: int  # ids in either run
     identical: int  # ids with the same outcome in both
     differences: list[Difference]
+
+
+_NO_ID = "no such id in the other run, which reported no error (another test id?)"
 
 
 def compare(plain: Side, harness: Side) -> Comparison:
@@ -333,9 +349,9 @@ def compare(plain: Side, harness: Side) -> Comparison:
         elif plain.outcomes is None:
             reason = f"plain: {plain.note}"
         elif b[0] == "absent":  # the id's own error (a module not collected) or the run's
-            reason = own_a if a[0] == "error" and own_a else harness.note
+            reason = own_a if a[0] == "error" and own_a else harness.note or _NO_ID
         elif a[0] == "absent":
-            reason = b[1] or (f"plain: {plain.note}" if plain.note else "")
+            reason = b[1] or (f"plain: {plain.note}" if plain.note else _NO_ID)
         else:
             reason = b[1] or own_a
         differences.append(Difference(test_id, a[0], b[0], reason))

@@ -24,6 +24,7 @@ from fidelity import (
     load_projects,
     parse_junit,
     parse_results,
+    runtime_of,
     summary,
     table,
 )
@@ -68,6 +69,9 @@ def test_junit_outcomes_by_id_with_their_first_message_line() -> None:
     }
 
 
+NO_ID = "no such id in the other run, which reported no error (another test id?)"
+
+
 def test_compare_names_each_differing_id_with_the_harness_reason() -> None:
     plain = Side(parse_junit(JUNIT), 1, 1.0)
     harness_outcomes = dict(parse_junit(JUNIT))
@@ -81,7 +85,7 @@ def test_compare_names_each_differing_id_with_the_harness_reason() -> None:
     assert found == {
         ("tests.test_a::test_ok", "passed", "failed", "PermissionError: [Errno 1]"),
         ("tests.test_a::test_skip", "skipped", "absent", "E   ImportError: gone"),
-        ("tests.test_a::test_new", "absent", "passed", ""),
+        ("tests.test_a::test_new", "absent", "passed", NO_ID),
         ("::tests.test_b", "error", "absent", "plain: ModuleNotFoundError: No module named 'x'"),
     }
 
@@ -140,6 +144,16 @@ def test_summary_and_table() -> None:
         "    tests.test_a::test_ok",
         "    ... and 1 more",
     ]
+
+
+def test_the_runtime_comes_from_pytest_s_header() -> None:
+    header = (
+        "=== test session starts ===\nplatform linux -- Python 3.11.2, pytest-7.2.1, pluggy-1.0\n"
+    )
+    assert runtime_of(header) == "Python 3.11.2, pytest-7.2.1"
+    assert runtime_of("Ran 3 tests\nOK\n") == ""
+    side = Side({"t::a": ("passed", "")}, 0, 1.0, extra={"runtime": runtime_of(header)})
+    assert summary(side) == "1 passed (Python 3.11.2, pytest-7.2.1)"
 
 
 def test_side_survives_its_record() -> None:
