@@ -328,6 +328,13 @@ class Comparison:
 _NO_ID = "no such id in the other run, which reported no error (another test id?)"
 
 
+def _absent(side: Side, label: str) -> str:
+    """Why a run that has results lacks an id: its first error line when it could not
+    collect something (an `error` outcome), else it ran the test under another id."""
+    errors = any(outcome == "error" for outcome, _ in (side.outcomes or {}).values())
+    return f"{label}{side.note}" if errors and side.note else _NO_ID
+
+
 def compare(plain: Side, harness: Side) -> Comparison:
     """Outcomes by id; a side without results counts every id of the other as absent.
 
@@ -349,9 +356,9 @@ def compare(plain: Side, harness: Side) -> Comparison:
         elif plain.outcomes is None:
             reason = f"plain: {plain.note}"
         elif b[0] == "absent":  # the id's own error (a module not collected) or the run's
-            reason = own_a if a[0] == "error" and own_a else harness.note or _NO_ID
+            reason = own_a if a[0] == "error" and own_a else _absent(harness, "")
         elif a[0] == "absent":
-            reason = b[1] or (f"plain: {plain.note}" if plain.note else _NO_ID)
+            reason = b[1] if b[0] == "error" and b[1] else _absent(plain, "plain: ")
         else:
             reason = b[1] or own_a
         differences.append(Difference(test_id, a[0], b[0], reason))

@@ -84,10 +84,15 @@ def test_compare_names_each_differing_id_with_the_harness_reason() -> None:
     found = {(d.test_id, d.plain, d.harness, d.reason) for d in result.differences}
     assert found == {
         ("tests.test_a::test_ok", "passed", "failed", "PermissionError: [Errno 1]"),
-        ("tests.test_a::test_skip", "skipped", "absent", "E   ImportError: gone"),
+        ("tests.test_a::test_skip", "skipped", "absent", NO_ID),
         ("tests.test_a::test_new", "absent", "passed", NO_ID),
         ("::tests.test_b", "error", "absent", "plain: ModuleNotFoundError: No module named 'x'"),
     }
+    # A run that could not collect a module: the ids it lacks take its first error line.
+    harness_outcomes["::tests.test_c"] = ("error", "ImportError: gone")
+    result = compare(plain, Side(harness_outcomes, 1, 1.0, "E   ImportError: gone"))
+    skip = [d for d in result.differences if d.test_id == "tests.test_a::test_skip"]
+    assert skip[0].reason == "E   ImportError: gone"
 
 
 def test_a_side_without_results_makes_every_id_absent_with_its_error_line() -> None:
