@@ -10,9 +10,9 @@ runs twice with the same install and the same command:
   internet access; the host's pip configuration other than its certificate left out),
   then the command; no patchheal anywhere;
 - **harness**: `patchheal harness run python --repo <clone> --ref <commit> --setup
-  <install> --keep -- <command>` (with `--python X` when the project's Python is not
-  3.11 and `harness run` has the option), the project's results file read back from the
-  kept worktree.
+  <install> --keep -- <command>` (with `--python X` whenever `harness run` has the
+  option, so it infers nothing; without it only 3.11 projects run, main's default), the
+  project's results file read back from the kept worktree.
 
 The command writes its outcomes by test id into the tree: pytest's `--junitxml`, or, for
 unittest, a small runner given inline (`python -c`, fidelity.UNITTEST_RUNNER) around
@@ -206,11 +206,13 @@ def run_harness(project: Project, source: Path, log: Path, with_python: bool) ->
     for step in project.install:
         argv += ["--setup", step]
     argv += ["--keep", "--timeout", str(TEST_TIMEOUT), "--idle-timeout", "600"]
-    if project.python != "3.11":
-        if not with_python:
-            print(f"{project.name}: harness run has no --python", file=sys.stderr)
-            return None
+    # Always named when it can be: a `harness run` that infers the Python (as `heal`
+    # does) could pick another one than the plain side's.
+    if with_python:
         argv += ["--python", project.python]
+    elif project.python != "3.11":  # main's harness run: always its default, 3.11
+        print(f"{project.name}: harness run has no --python", file=sys.stderr)
+        return None
     argv += ["--", project.full_command()]
     with log.open("w") as handle:  # written as it runs: `tail -f` shows where it is
         handle.write(f"$ {' '.join(argv)}\n")
