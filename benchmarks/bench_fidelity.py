@@ -63,6 +63,9 @@ PYENV_ROOT = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versi
 MIRRORS = Path("/work/.mirror")
 INSTALL_TIMEOUT = 1200
 TEST_TIMEOUT = 1800
+# `python -m patchheal` puts its working directory first on sys.path: run from a
+# checkout of patchheal, that checkout would win over PYTHONPATH (the code measured).
+NEUTRAL = "/"
 _KEPT = re.compile(r"^worktree kept: (.+)$", re.MULTILINE)
 
 
@@ -179,6 +182,7 @@ def run_plain(project: Project, source: Path, log: Path) -> Side:
 def harness_has_python_option() -> bool:
     done = subprocess.run(
         [sys.executable, "-m", "patchheal", "harness", "run", "--help"],
+        cwd=NEUTRAL,
         capture_output=True,
         text=True,
     )
@@ -219,6 +223,7 @@ def run_harness(project: Project, source: Path, log: Path, with_python: bool) ->
         handle.flush()
         done = subprocess.run(
             argv,
+            cwd=NEUTRAL,
             stdout=handle,
             stderr=subprocess.STDOUT,
             timeout=INSTALL_TIMEOUT + TEST_TIMEOUT + 600,
@@ -302,6 +307,7 @@ def main() -> int:
     parser.add_argument("--all-ids", action="store_true", help="print every differing id")
     parser.add_argument("--cached-only", action="store_true", help="only re-print --runs")
     args = parser.parse_args()
+    args.runs, args.clones = args.runs.resolve(), args.clones.resolve()
     try:
         projects = load_projects(args.projects)
         unknown = sorted(set(args.only) - {p.name for p in projects})
