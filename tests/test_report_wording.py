@@ -283,3 +283,19 @@ def test_an_error_whose_test_is_unknown_is_shown_once_for_the_step() -> None:
     assert [f.test for f in failed] == ["t.py::a", "t.py::b", ""]
     assert [bool(f.error) for f in failed] == [False, False, True]
     assert failed[2].step == "unit, the error of one of them"
+
+
+def test_an_attempt_refused_after_it_ran_is_not_called_not_run() -> None:
+    """A user trial (pluggy): a `rejected_tripwire` attempt, which ran for 5.6 s, was
+    described "refused by the policy gate; not run". Refused after the run: says it ran;
+    refused before it (`rejected_policy`): still "not run"."""
+    tripped = attempt(1, Outcome.REJECTED_TRIPWIRE, attempt_class="deterministic_policy")
+    oracle = attempt(2, Outcome.REJECTED_ORACLE, attempt_class="deterministic_policy")
+    policy = attempt(3, Outcome.REJECTED_POLICY, attempt_class="deterministic_policy")
+    fixed = attempt(4, Outcome.FIXED, attempt_class="recovered")
+    md = render_markdown(job(steps=(step(attempts=(tripped, oracle, policy, fixed)),)))
+    rows = {line.split("|")[1].strip(): line for line in md.splitlines() if "| **" in line}
+    assert "ran; refused by the tripwire" in rows["1"], rows
+    assert "ran; refused by the impossible-twin oracle" in rows["2"], rows
+    assert "not run" not in rows["1"] + rows["2"]
+    assert "refused by the policy gate; not run" in rows["3"], rows
