@@ -246,3 +246,45 @@ def test_a_test_that_runs_tests_inside_it_keeps_its_own_evidence(tmp_path: Path)
     assert tests.asserted is not None
     assert tests.asserted["test_calc.Outer.test_outer"] == ("test_calc.py:14",)
     assert tests.asserted["test_calc.Inner.runTest"] == ("test_calc.py:8",)
+
+
+def test_a_project_on_pytests_hook_path_still_gives_evidence(tmp_path: Path) -> None:
+    """A user trial (pytest-dev/pluggy): pytest calls its assertion-pass hook through
+    pluggy, so when the project *is* pluggy its own frames sit between the monitor and the
+    rewritten assert, and a real fix was refused as `rejected_tripwire` ("assertions never
+    ran"). Legitimate: the test's own asserts count through the project's pluggy.
+    Hostile: a project helper that calls pytest's `_call_assertion_pass` itself, from its
+    own frame, still counts for nothing."""
+    import shutil
+
+    import pluggy
+
+    repo = _project(
+        tmp_path,
+        {
+            "calc.py": CALC
+            + textwrap.dedent("""
+
+                def fake_pass():
+                    from _pytest.assertion.rewrite import _call_assertion_pass
+
+                    _call_assertion_pass(1, "add(1, 1) == 2", "")
+            """),
+            "test_calc.py": """
+                from calc import add, fake_pass
+
+
+                def test_add():
+                    assert add(1, 1) == 2
+                    fake_pass()
+                    assert add(2, 2) == 4
+            """,
+        },
+    )
+    # The project's tree holds the pluggy that pytest imports (as pluggy's own checkout does).
+    shutil.copytree(Path(pluggy.__file__).parent, repo / "pluggy")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "vendored pluggy")
+    tests = _run(repo, PYTEST)
+    assert tests.outcomes == {"test_calc.py::test_add": "passed"}, tests
+    assert tests.asserted == {"test_calc.py::test_add": ("test_calc.py:5", "test_calc.py:7")}

@@ -201,3 +201,35 @@ def test_the_first_screen_fits_1280_and_nothing_is_cut_at_390(healed: dict[str, 
             f"--screenshot={shots / f'first-screen-{width}.png'}",
             _wrapper(page, width).as_uri(),
         )
+
+
+def test_a_few_dozen_diff_lines_and_four_failing_tests_keep_the_verdict_on_screen(
+    chromium: None, tmp_path: Path
+) -> None:
+    """A user trial (humanize's metric fix: 4 failing parametrized tests, a 29-line diff
+    shown open) pushed "Why it is believed" below 900 px at 1280. The open diff is bounded
+    on the first screen; the verdict's lines stay visible, and nothing is cut sideways."""
+    from patchheal.models import Outcome
+    from patchheal.report import render_html
+    from tests.test_report import attempt, failure, job, step
+
+    body = "".join(f"+    value_{n} = round(value, {n})\n" for n in range(24))
+    diff = (
+        "diff --git a/src/num.py b/src/num.py\n--- a/src/num.py\n+++ b/src/num.py\n"
+        f"@@ -1,1 +1,25 @@\n def metric(value):\n{body}"
+    )
+    tests = tuple(f"tests/test_num.py::test_metric[{v}]" for v in (999.9, 999.99, 999999, 7))
+    reason = "the failing step passes and the regression steps did not get worse: 63 passed"
+    fixed = attempt(2, Outcome.FIXED, diff=diff, reason=reason)
+    report = job(
+        final_diff=diff,
+        steps=(step(failure=failure(failing_tests=tests), attempts=(fixed,)),),
+    )
+    assert len(diff.splitlines()) == 29
+    page = tmp_path / "report.html"
+    page.write_text(render_html(report))
+    desktop = _first_probe(page, 1280, 900)
+    assert 0 < desktop["diffstat"] < 900, desktop
+    assert 0 < desktop["why"] < 900, desktop
+    for width in (1280, 390):
+        assert _first_probe(page, width, 900)["cut"] == [], width

@@ -6,13 +6,17 @@ loop/controller.py); a reason whose wording changes there must get a row here.
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from patchheal.models import Outcome
 from patchheal.report import render_html, render_markdown
 from patchheal.report.filters import diff_only, why
 from patchheal.report.wording import check_locally, headline, reproduce_in_harness, runbook
-from tests.test_report import DIFF, attempt, job, step
+from tests.test_report import DIFF, attempt, failure, job, step
 
 # (status, the loop's stop reason, a phrase only the right headline has, phrases it must not say)
 STOPS = [
@@ -223,3 +227,75 @@ def test_the_cause_sites_read_as_evidence() -> None:
         "AssertionError: assert 0 == 10 (where 0 = f(10))"
     )
     assert one_line_error("ValueError", "bad\nsecond line") == "ValueError: bad …"
+
+
+METRIC_TESTS = """
+import pytest
+
+def metric(value):
+    return f"{value:.0f} V"
+
+@pytest.mark.parametrize("value, expected", [(999.9, "1.00 kV"), (999_999, "1.00 MV"),
+                                             (0.5, "500 mV"), (7, "7 V")])
+def test_metric(value, expected):
+    assert metric(value) == expected
+"""
+
+
+def test_each_failing_test_shows_only_its_own_error(tmp_path: Path) -> None:
+    """A user trial (humanize's metric fix): three parametrized failures were each shown
+    with the fourth's message. The recorded message belongs to one test; only its row
+    carries it, and that row comes first."""
+    from patchheal.failure.analysis import analyze
+    from patchheal.report.firstscreen import first_screen
+
+    root = tmp_path
+    (root / "test_metric.py").write_text(METRIC_TESTS)
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_metric.py"],
+        cwd=root, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    failure = analyze(run.stdout + run.stderr, repo_root=str(root))
+    assert len(failure.failing_tests) == 3, failure.failing_tests
+    failed = first_screen(job(steps=(step(failure=failure),)), ()).failed
+    with_error = [f for f in failed if f.error]
+    assert len(with_error) == 1, failed
+    owner = with_error[0]
+    assert failed[0] == owner
+    # The message names the owner's own values, never another test's.
+    value = owner.test.partition("[")[2].partition("-")[0]
+    assert value, owner
+    assert f"{float(value):.0f} V" in owner.error, owner
+    assert {f.test for f in failed} == set(failure.failing_tests)
+    md = render_markdown(job(steps=(step(failure=failure),)))
+    assert md.count(owner.error) == 1
+
+
+def test_an_error_whose_test_is_unknown_is_shown_once_for_the_step() -> None:
+    """Hostile: a summary that names no failing test; the error is the step's, not any
+    one test's, and is shown once."""
+    from patchheal.report.firstscreen import first_screen
+
+    two = failure().model_copy(
+        update={"failing_tests": ("t.py::a", "t.py::b"), "summary": "no test id here"}
+    )
+    failed = first_screen(job(steps=(step(failure=two),)), ()).failed
+    assert [f.test for f in failed] == ["t.py::a", "t.py::b", ""]
+    assert [bool(f.error) for f in failed] == [False, False, True]
+    assert failed[2].step == "unit, the error of one of them"
+
+
+def test_an_attempt_refused_after_it_ran_is_not_called_not_run() -> None:
+    """A user trial (pluggy): a `rejected_tripwire` attempt, which ran for 5.6 s, was
+    described "refused by the policy gate; not run". Refused after the run: says it ran;
+    refused before it (`rejected_policy`): still "not run"."""
+    tripped = attempt(1, Outcome.REJECTED_TRIPWIRE, attempt_class="deterministic_policy")
+    oracle = attempt(2, Outcome.REJECTED_ORACLE, attempt_class="deterministic_policy")
+    policy = attempt(3, Outcome.REJECTED_POLICY, attempt_class="deterministic_policy")
+    fixed = attempt(4, Outcome.FIXED, attempt_class="recovered")
+    md = render_markdown(job(steps=(step(attempts=(tripped, oracle, policy, fixed)),)))
+    rows = {line.split("|")[1].strip(): line for line in md.splitlines() if "| **" in line}
+    assert "ran; refused by the tripwire" in rows["1"], rows
+    assert "ran; refused by the impossible-twin oracle" in rows["2"], rows
+    assert "not run" not in rows["1"] + rows["2"]
+    assert "refused by the policy gate; not run" in rows["3"], rows

@@ -367,6 +367,19 @@ def make_hook(
         callee, frame = None, caller
         while frame is not None and kind(name_of(frame.f_code))[0] in _RUNNER_KINDS:
             callee, frame = frame, frame.f_back
+        if frame is not None and kind(name_of(frame.f_code))[0] == "project":
+            # pytest calls the assertion-pass hook through pluggy: when the project is on
+            # that path (pluggy's own checkout) its frames sit between the hook and the
+            # rewritten assert. Then only pytest's own call counts, and only from the frame
+            # that called it (checked below): project code calling it is not a test's line.
+            above = frame
+            while above is not None and not (
+                name_of(above.f_code).endswith(_REWRITE)
+                and above.f_code.co_name == "_call_assertion_pass"
+            ):
+                above = above.f_back
+            if above is not None:
+                callee, frame = above, above.f_back
         if frame is None or callee is None:
             return
         found, shown = kind(name_of(frame.f_code))

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from patchheal.evidence.cause import diffstat
-from patchheal.models import AttemptRecord, Outcome
+from patchheal.models import AttemptRecord, Failure, Outcome
 from patchheal.report.model import CauseSite, JobReport, StepReport
 
 # A diff longer than this many lines is folded on the first screen.
@@ -76,15 +76,35 @@ def one_line_error(error_type: str, message: str) -> str:
     return _limit(text, MESSAGE_LIMIT)
 
 
+def _owner(failure: Failure) -> str:
+    """The failing test the recorded message belongs to: the parsers keep one failure's
+    message and start its summary with that test's id. "" when the summary does not say."""
+    first = failure.summary.lstrip().partition("\n")[0].strip()
+    return first if first in failure.failing_tests else ""
+
+
+def _step_failed(name: str, failure: Failure) -> list[Failed]:
+    """One row per shown test. A failure records one test's message, so only that test
+    carries it: another test's row must not claim an error it did not raise."""
+    error = one_line_error(failure.error_type, failure.message)
+    tests = failure.failing_tests
+    if len(tests) <= 1:
+        return [Failed(test, name, error) for test in tests or ("",)]
+    owner = _owner(failure)
+    if not owner:
+        rows = [Failed(test, name, "") for test in tests[:MAX_TESTS]]
+        return [*rows, Failed("", f"{name}, the error of one of them", error)]
+    others = [test for test in tests if test != owner][: MAX_TESTS - 1]
+    return [Failed(owner, name, error)] + [Failed(test, name, "") for test in others]
+
+
 def _failed(report: JobReport) -> tuple[Failed, ...]:
     out: list[Failed] = []
     for step in report.steps:
         if step.failure is None:
             continue
-        error = one_line_error(step.failure.error_type, step.failure.message)
         tests = step.failure.failing_tests
-        shown = tests[:MAX_TESTS] or ("",)
-        out += [Failed(test, step.name, error) for test in shown]
+        out += _step_failed(step.name, step.failure)
         if len(tests) > MAX_TESTS:
             more = f"{step.name}: and {len(tests) - MAX_TESTS} more failing test(s)"
             out.append(Failed("", more, ""))

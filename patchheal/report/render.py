@@ -92,7 +92,7 @@ def _context(report: JobReport) -> dict[str, Any]:
     return {
         "report": report,
         "status_meaning": wording.headline(report),
-        "attempt_class_meaning": wording.ATTEMPT_CLASS_MEANING,
+        "attempt_meaning": wording.attempt_meaning,
         "check_locally": wording.check_locally(report),
         "reproduce": wording.reproduce_in_harness(report),
         "step_status": wording.STEP_STATUS_MEANING,

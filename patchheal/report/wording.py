@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import shlex
 
-from patchheal.models import FailureClass, Outcome
+from patchheal.models import AttemptRecord, FailureClass, Outcome
 from patchheal.report.model import JobReport
 
 STATUS_MEANING: dict[str, str] = {
@@ -129,6 +129,18 @@ ATTEMPT_CLASS_MEANING: dict[str, str] = {
     "deterministic_policy": "refused by the policy gate; not run",
     "deterministic_contract": "not a patch that applies; not run",
 }
+
+# Policy-class outcomes decided after the candidate ran: its passing run was not believed.
+_RAN_THEN_REFUSED = {
+    Outcome.REJECTED_ORACLE: "ran; refused by the impossible-twin oracle",
+    Outcome.REJECTED_TRIPWIRE: "ran; refused by the tripwire",
+}
+
+
+def attempt_meaning(attempt: AttemptRecord) -> str:
+    """What an attempt's class means for a reader; never "not run" for one that ran."""
+    ran = _RAN_THEN_REFUSED.get(attempt.outcome)
+    return ran or ATTEMPT_CLASS_MEANING.get(attempt.attempt_class, attempt.attempt_class)
 
 
 def check_locally(report: JobReport) -> tuple[str, ...]:
