@@ -353,3 +353,16 @@ def test_no_twin_made_is_named_in_the_fixed_reason(tmp_path: Path) -> None:
     decision = decide(_all(tmp_path, twin=twin))
     assert decision.outcome is Outcome.FIXED
     assert f"; no impossible twin for {ADD} (not a Python test function)" in decision.reason
+
+
+def test_a_run_is_judged_against_its_own_baseline_whatever_was_judged_before(
+    tmp_path: Path,
+) -> None:
+    """decide keeps a run's verdict between calls (the loop asks after every run): the same
+    run against another baseline, one in which more tests ran, is judged anew."""
+    assert decide(_all(tmp_path)).outcome is Outcome.FIXED
+    bigger = _result(1, BASE_OUTPUT, tests=_tests({ADD: "failed", SUB: "passed", "t::c": "passed"}))
+    other = _all(tmp_path, baseline=judge(bigger))
+    decision = decide(other)
+    assert (decision.by, decision.outcome) == ("still_fails", Outcome.NO_EFFECT)
+    assert "fewer tests ran by id than in the baseline (2 < 3)" in decision.reason

@@ -80,14 +80,39 @@ class Run:
         )
 
 
+# The loop asks after every run, so each earlier run would be judged again and again (a
+# run's output is up to megabytes; 10 runs, 66 judgements): a run's verdict is kept by the
+# identity of the objects it was judged from, which are frozen. Bounded; cleared when full.
+_JUDGED: dict[tuple[int, ...], tuple[tuple[object, ...], Verdict]] = {}
+_JUDGED_MAX = 64
+
+
+def _memo(of: tuple[object, ...], compute: Callable[[], Verdict]) -> Verdict:
+    key = tuple(id(part) for part in of)
+    kept = _JUDGED.get(key)
+    if kept is not None and all(a is b for a, b in zip(kept[0], of, strict=True)):
+        return kept[1]
+    verdict = compute()
+    if len(_JUDGED) >= _JUDGED_MAX:
+        _JUDGED.clear()
+    _JUDGED[key] = (of, verdict)  # the objects are held, so their ids stay theirs
+    return verdict
+
+
+def _judge_run(result: CommandResult, ev: VerificationEvidence) -> Verdict:
+    verdict = judge(result, baseline=ev.baseline, expected_tests=ev.failure.failing_tests)
+    if ev.failure.source == "airflow":  # `tasks test` exits 0 for a skipped task
+        tasks = ev.failure.failing_tests
+        verdict = check_tasks(verdict, result.output, tasks, result.tests)
+    return verdict
+
+
 def _run(number: int, ev: VerificationEvidence) -> Run:
     evidence = ev.runs[number - 1]
     result, verdict = evidence.result, None
     if result is not None:
-        verdict = judge(result, baseline=ev.baseline, expected_tests=ev.failure.failing_tests)
-        if ev.failure.source == "airflow":  # `tasks test` exits 0 for a skipped task
-            tasks = ev.failure.failing_tests
-            verdict = check_tasks(verdict, result.output, tasks, result.tests)
+        found = result
+        verdict = _memo((result, ev.baseline, ev.failure), lambda: _judge_run(found, ev))
     return Run(number, result, evidence.touched, evidence.error, verdict)
 
 
@@ -267,8 +292,11 @@ def regression_untrusted(reg: RegressionEvidence, ev: VerificationEvidence) -> R
 
 
 def _got_worse(reg: RegressionEvidence, ev: VerificationEvidence) -> tuple[bool, str]:
-    assert reg.result is not None
-    verdict = judge_regression(reg.result, ev.tree, reg.baseline)
+    result = reg.result
+    assert result is not None
+    verdict = _memo(
+        (result, reg.baseline, ev.tree), lambda: judge_regression(result, ev.tree, reg.baseline)
+    )
     if reg.baseline is not None:
         return worse(reg.baseline, verdict)
     return not verdict.passed, verdict.reason
