@@ -236,7 +236,7 @@ REFUSALS: list[tuple[str, Build, Outcome, str]] = [
             t,
             twin=_twin(
                 kept={ADD: ("tests/test_calc.py", 5)},
-                result=_with_tests(TWIN_FAILED, asserted={ADD: ()}),
+                result=_with_tests(TWIN_FAILED, asserted={ADD: ()}, evidence_kinds=("pytest",)),
             ),
         ),
         Outcome.NO_EFFECT,
