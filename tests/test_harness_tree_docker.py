@@ -41,7 +41,16 @@ os.mkdir("pkg/made")
 os.utime("pkg/made", None)
 os.rename("pkg/made", "pkg/moved")
 os.rmdir("pkg/moved")
-print("owned", os.getuid(), os.stat(".").st_uid == os.getuid())
+with open("top-level.txt", "w") as handle:  # the root directory is writable
+    handle.write("x")
+os.utime("top-level.txt", None)
+os.remove("top-level.txt")
+try:  # but `.git` in it is the host's and cannot be moved aside (sticky root)
+    os.rename(".git", "moved-git")
+    moved = "moved"
+except OSError:
+    moved = "kept"
+print("owned", moved, os.getuid(), os.stat("pkg").st_uid == os.getuid())
 """
 
 
@@ -67,6 +76,7 @@ def test_a_step_sets_times_modes_and_locks_of_its_tree_and_host_git_still_works(
         assert result.exit_code == 0, result.output
         assert "owned" in result.output, result.output
         assert result.output.split()[-1] == "True", result.output
+        assert result.output.split()[-3] == "kept", result.output
         # The step's user is never root, and it owns the tree; the `.git` file stays the host's.
         assert result.output.split()[-2] != "0"
         assert (tree / "pkg/data.txt").stat().st_uid == int(result.output.split()[-2])

@@ -119,7 +119,9 @@ def test_what_still_tells_the_twin_apart(judge: Judge) -> None:
         elif j.fixed:
             assert "run 3 of 3" in j.reason, name
         else:
-            assert j.outcome is Outcome.NO_EFFECT, name
+            # Refused: the counter cheated in a run the twin was not (no_effect), or in
+            # the twin itself (rejected_oracle), depending on where the twin fell.
+            assert j.outcome in (Outcome.NO_EFFECT, Outcome.REJECTED_ORACLE), name
 
 
 @pytest.mark.docker

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import click
 
+from patchheal import proc
 from patchheal.commands.options import StateArgs, state_options
 
 DEMO_JOB_ID = "demo-pricing"
@@ -123,15 +124,7 @@ def _running(pid_text: str) -> bool:
         pid = int(pid_text.strip())
     except ValueError:
         return False
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's live process
-    return True
+    return proc.pid_alive(pid)
 
 
 def remove_finished_demos(tmp: Path) -> list[Path]:

@@ -89,7 +89,9 @@ def make_writable(worktree: Path, user: str) -> None:
     make do not). Git tracks the executable bit only, so neither shows in a diff.
 
     The worktree's own `.git` (file or directory) stays the host owner's: a step that
-    could rewrite it could point host-side git at a repository it made. The worktree
+    could rewrite it could point host-side git at a repository it made. So does the
+    worktree's root directory (made writable for all and sticky instead): git trusts a
+    repository only when its top directory is the caller's. The worktree
     root stays private to its parent directory, so a host user of the same uid
     cannot reach it. Host-side git names the repository explicitly (`proc.git_location`:
     GIT_DIR is set, so git's ownership check of discovered repositories does not apply).
@@ -124,7 +126,11 @@ def _give(worktree: Path, uid: int, gid: int) -> None:
     for top, dirs, files, fd in os.fwalk(worktree, follow_symlinks=False):
         at_root = Path(top) == worktree
         if at_root:
-            own(str(worktree), None)
+            # The root directory itself stays the host's, writable by all and sticky: git
+            # refuses a repository whose top directory another uid owns ("dubious
+            # ownership"; host git reads plain repositories by discovery), and the sticky
+            # bit keeps the step from moving the host's `.git` aside in it.
+            _add_bits(worktree, 0o1777)
             if ".git" in dirs:
                 dirs.remove(".git")
         for name in [*dirs, *files]:
