@@ -24,7 +24,7 @@ slowdown (bench_tripwire.py). The real-project parts need the mirrors (see
 bench_context.py) and Docker; it takes hours on a 2-core machine.
 
 The impossible twins (loop/twins.py) are switched off in this process only, for a
-row to compare with: `TwinRun.after` then keeps each run's verdict as it is.
+row to compare with (`TwinRun.twins` False: no twin runs, every other line stays).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from patchheal.harness.local import LocalHarness
 from patchheal.loop.twins import TwinRun
-from patchheal.models import CommandResult, Verdict
+from patchheal.models import CommandResult
 from tests.verdict_battery import CASES, LEGIT, Judged, evaluate
 
 
@@ -66,17 +66,12 @@ def run_all(make: Callable[[], LocalHarness]) -> tuple[list[Judged], float]:
 
 @contextlib.contextmanager
 def no_twins() -> Iterator[None]:
-    """The verification as before the impossible twins, in this process only."""
-    after = TwinRun.after
-
-    def keep(self: TwinRun, run: int, verdict: Verdict, log: str) -> Verdict:
-        return verdict
-
-    TwinRun.after = keep  # type: ignore[method-assign]
+    """The verification without its impossible twin, in this process only."""
+    TwinRun.twins = False
     try:
         yield
     finally:
-        TwinRun.after = after  # type: ignore[method-assign]
+        TwinRun.twins = True
 
 
 def twin_cost(repeats: int) -> None:

@@ -136,22 +136,21 @@ def test_a_verification_run_stopped_by_its_limit_is_not_a_verdict_on_the_patch(
 ) -> None:
     """Not `no_effect` (which keeps the candidate's claim for that fingerprint forever): the
     run says why it ended, records `harness_error` (claim released), the next candidate runs."""
-    from patchheal.config import BudgetSpec, StepSpec
-    from patchheal.loop.verification import _check_run
     from patchheal.models import Outcome
+    from patchheal.verdict.decide import decide
+    from patchheal.verdict.evidence import VerificationEvidence
 
     base_output = "FAILED tests/test_a.py::test_a - AssertionError\n1 failed in 0.1s\n"
     base = CommandResult(command="pytest", exit_code=1, output=base_output, duration_seconds=1)
     baseline = judge(base)
     failure = analyze(base_output, command="pytest")
-    step = StepSpec(name="t", command="pytest")
-    args = (tmp_path, step, BudgetSpec(), baseline, failure, ())
-    _, ended = _check_run(STOPPED, [], (1, 1), *args)
-    assert ended is not None
-    assert ended[0] is Outcome.HARNESS_ERROR
-    assert ended[1] == f"the run was stopped: {STOPPED.stopped}"
+    evidence = VerificationEvidence(
+        command="pytest", tree=tmp_path, baseline=baseline, failure=failure
+    )
+    ended = decide(evidence.with_run(STOPPED))
+    assert ended.outcome is Outcome.HARNESS_ERROR
+    assert ended.reason == f"the run was stopped: {STOPPED.stopped}"
     # The same failing output without the harness's stop is the patch's own verdict.
     plain = STOPPED.model_copy(update={"stopped": None, "exit_code": 1, "output": base_output})
-    _, judged = _check_run(plain, [], (1, 1), *args)
-    assert judged is not None
-    assert judged[0] is Outcome.NO_EFFECT
+    judged = decide(evidence.with_run(plain))
+    assert judged.outcome is Outcome.NO_EFFECT

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from patchheal.loop.twins import refusal
 from patchheal.models import Outcome
 from patchheal.report import render_html, render_markdown
+from patchheal.verdict.twin import refusal
 from tests.test_report import attempt, job, step
 
 MUTATION = "tests/test_calc.py:5 `assert add(2, 3) == 5` now expects 12"

@@ -163,3 +163,46 @@ def test_the_loop_has_no_long_functions() -> None:
                 if lines > LOOP_FUNCTION_LINES:
                     long.append(f"{path.name}:{node.name} ({lines} lines)")
     assert long == []
+
+
+# What loop/verification.py may take from verdict/: the one door and the evidence it reads.
+VERIFICATION_VERDICT_IMPORTS = {
+    ("patchheal.verdict.decide", "decide"),
+    ("patchheal.verdict.evidence", "VerificationEvidence"),
+}
+
+
+def _verdict_imports(path: Path) -> set[tuple[str, str]]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("patchheal.verdict"):
+            found |= {(node.module or "", alias.name) for alias in node.names}
+        elif isinstance(node, ast.Import):
+            found |= {
+                (alias.name, "*")
+                for alias in node.names
+                if alias.name.startswith("patchheal.verdict")
+            }
+    return found
+
+
+def test_verification_enters_the_verdict_by_one_door() -> None:
+    """Issue 33: the loop gathers evidence and asks `decide` once per piece of it; it does
+    not ask the verdict's lines of defence one by one."""
+    imports = _verdict_imports(PACKAGE / "loop" / "verification.py")
+    assert imports == VERIFICATION_VERDICT_IMPORTS
+
+
+def test_the_one_door_check_sees_a_second_door(tmp_path: Path) -> None:
+    """The check above can fail: a module that also asks the tripwire is caught."""
+    module = tmp_path / "verification.py"
+    module.write_text(
+        "from patchheal.verdict.decide import decide\n"
+        "from patchheal.verdict.evidence import VerificationEvidence\n"
+        "def f():\n    from patchheal.verdict.tripwire import why_tainted\n"
+        "import patchheal.verdict.judge\n"
+    )
+    found = _verdict_imports(module)
+    assert ("patchheal.verdict.tripwire", "why_tainted") in found
+    assert ("patchheal.verdict.judge", "*") in found
+    assert found != VERIFICATION_VERDICT_IMPORTS

@@ -18,7 +18,6 @@ from patchheal.errors import DependencySetupError, HarnessError
 from patchheal.failure.analysis import analyze, analyze_file
 from patchheal.failure.classify import classify, flaky, runbook
 from patchheal.harness.base import Harness
-from patchheal.loop.verification import judge_regression
 from patchheal.models import (
     PATCHABLE_CLASSES,
     Classification,
@@ -28,6 +27,7 @@ from patchheal.models import (
     Verdict,
 )
 from patchheal.verdict.judge import judge
+from patchheal.verdict.regression import judge_regression
 from patchheal.verdict.trust import untrusted
 
 # A step that passes on reproduction is rerun this many times to tell a

@@ -6,57 +6,32 @@ in the step's memory, from its twin (`oracle/mutate.py`: one top-level
 assertion of each made impossible, a fresh test that must fail): the changes
 travel in a blob every run gets alike (`harness/twinchannel.py`) to the
 collector that applies them at import (`collectors/patchheal_twin.py`). No
-file changes on disk. If that twin passes (`verdict/twin.py`) the candidate
-makes tests pass whatever they check: `rejected_oracle`, never `fixed`. A
-test no twin could be made for (not a Python test function, its function not
-found) is named in the reason and judged by the other lines alone.
+file changes on disk. This gathers what the twin was told and what its run
+gave (`verdict/evidence.py`'s `TwinEvidence`) and decides nothing:
+`verdict/decide.py` refuses a candidate whose twin passed (`rejected_oracle`,
+never `fixed`). A test no twin could be made for (not a Python test function,
+its function not found) is named in the reason and judged by the other lines
+alone.
 """
 
 from __future__ import annotations
 
-import functools
+import dataclasses
 import hashlib
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ParamSpec
 
 from patchheal.config import BudgetSpec, StepSpec
 from patchheal.errors import HarnessError
 from patchheal.harness import twinchannel
 from patchheal.harness.base import Harness
 from patchheal.loop.twinplan import Plan, expand, plan, protected_tests
-from patchheal.models import CommandResult, Failure, Outcome, TestResults, Verdict
+from patchheal.models import CommandResult, Failure, TestResults, Verdict
 from patchheal.oracle.mutate import FileTwin, Mutation, twin_file
-from patchheal.verdict.ran import unexecuted
-from patchheal.verdict.twin import still_failing, twin_passed
+from patchheal.verdict.evidence import TwinEvidence
 from patchheal.workspace import inplace, tracked
-
-P = ParamSpec("P")
-
-
-class TwinEnded(Exception):
-    """The twin ended the verification: its outcome, why, and the log so far."""
-
-    def __init__(self, outcome: Outcome, reason: str, log: str) -> None:
-        super().__init__(reason)
-        self.outcome, self.reason, self.log = outcome, reason, log
-
-
-def ends_with_twin(
-    verify: Callable[P, tuple[Outcome, str, str]],
-) -> Callable[P, tuple[Outcome, str, str]]:
-    """`verify`'s outcome, or the one its twin ended it with."""
-
-    @functools.wraps(verify)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> tuple[Outcome, str, str]:
-        try:
-            return verify(*args, **kwargs)
-        except TwinEnded as ended:
-            return ended.outcome, ended.reason, ended.log
-
-    return wrapper
 
 
 @dataclass
@@ -74,21 +49,15 @@ class _Made:
         return [(f, m) for f, twin in self.twins.items() for m in twin.mutations]
 
 
-def refusal(first: str, why: str, changed: str) -> str:
-    """The reason of a `rejected_oracle`: one sentence first (the report's "why" line),
-    with the change that should have failed; what the twin run showed below it."""
-    return (
-        "the tests also passed when made impossible, so the patch makes tests pass whatever "
-        f"they check: {first}\nimpossible twin: {why}; changed: {changed}"
-    )
-
-
 def _shown(file: str, mutation: Mutation) -> str:
     return f"{file}:{mutation.line} {mutation.what}"
 
 
 class TwinRun:
     """One verification's impossible twin: where it goes, and running it when it is due."""
+
+    twins = True
+    """False: no twin (benchmarks/bench_verdict.py measures a verification without)."""
 
     def __init__(
         self,
@@ -107,29 +76,17 @@ class TwinRun:
         # After a passing run chosen at random (not the first place: the first run tells which
         # tests stand for a module that failed to collect), so that a candidate counting
         # runs guesses it right once in `verify_runs`; the number of runs is always one more.
-        self.at = self.rng.randint(1, budget.verify_runs)
+        self.at: int | None = self.rng.randint(1, budget.verify_runs) if self.twins else None
         self.defined = dict(baseline.tests.defined_in) if baseline.tests else {}
         self.protected = protected_tests(baseline, failure)
         # Planned before the step first runs in this tree: a test file the step later turns
         # into a link (so that its twin could not be read) refuses the candidate, it does not
         # make the test one without a twin.
         self.plan: Plan = plan(tree, expand(self.protected, None, self.rng), self.defined)
-        self.note = ""
 
-    def after(self, run: int, verdict: Verdict, log: str) -> Verdict:
-        """Called after each passing run of the failing step; the verdict to keep (its
-        reason tells what the twin found). Raises `TwinEnded` when the twin refuses."""
-        if run == 1:
-            self._collectors(verdict.tests)
-        if why := unexecuted(self.plan.asserts, verdict.tests):
-            raise TwinEnded(Outcome.REJECTED_TRIPWIRE, why, log)
-        if run == self.at:
-            self.note = self._twin(log)
-        return verdict.model_copy(update={"reason": verdict.reason + self.note})
-
-    def _collectors(self, first: TestResults | None) -> None:
-        """A module or class that failed to collect stands for its tests that passed in
-        the first run: they join the plan in its place."""
+    def learn(self, first: TestResults | None) -> None:
+        """After the first run: a module or class that failed to collect stands for its
+        tests that passed in it; they join the plan in its place."""
         expanded = expand(self.protected, first, self.rng)
         replaced = set(self.protected) - set(expanded)
         self.plan.missing = [m for m in self.plan.missing if m[0] not in replaced]
@@ -140,22 +97,33 @@ class TwinRun:
         self.plan.asserts.update(more.asserts)
         self.plan.missing += more.missing
 
-    def _twin(self, log: str) -> str:
+    def due(self, run: int) -> bool:
+        """Whether the twin runs after verification run `run`."""
+        return run == self.at
+
+    def run(self) -> tuple[TwinEvidence, str]:
+        """The twin: what it changed and was told, what its run gave, and its log ("" when
+        it did not run)."""
+        assert self.at is not None
+        place = f"run {self.at + 1} of {self.budget.verify_runs + 1}"
         made = _Made(missing=list(self.plan.missing))
         before = tracked.snapshot(self.tree)
-        self._make(made)
+        try:
+            self._make(made)
+        except inplace.UnsafePath as exc:  # a test file became a link during an earlier run
+            return TwinEvidence(place=place, replaced=str(exc)), ""
+        told_so = TwinEvidence(
+            place=place,
+            changed=tuple(_shown(f, m) for f, m in made.mutations),
+            missing=tuple(made.missing),
+        )
         if not made.mutations:
-            return _no_twin(made.missing)
+            return told_so, ""
         with twinchannel.carrying(self._payload(made)):
-            result = self._run(made, log)
-        # Watched like every verification run: no file is changed for the twin, so any
-        # tracked file that differs now was changed by the step during the twin.
-        if touched := tracked.touched(before, self.tree, self.step.results):
-            raise TwinEnded(
-                Outcome.REJECTED_TRIPWIRE,
-                tracked.tainted_reason(touched, "the impossible twin run"),
-                log + self._log(made, result.output),
-            )
+            try:
+                result = self._run()
+            except HarnessError as exc:
+                return dataclasses.replace(told_so, error=str(exc)), ""
         skipped = {test for test, _ in made.missing}
         protected = [
             t.test_id
@@ -163,43 +131,23 @@ class TwinRun:
             for t in self.plan.files[rel]
             if t.test_id not in skipped
         ]
-        fresh = [twin.fresh for twin in made.twins.values()]
-        why = twin_passed(result, list(dict.fromkeys(protected)), fresh)
-        changed = "; ".join(_shown(f, m) for f, m in made.mutations[:5])
-        if why:
-            first = _shown(*made.mutations[0])
-            raise TwinEnded(
-                Outcome.REJECTED_ORACLE,
-                refusal(first, why, changed),
-                log + self._log(made, result.output),
-            )
-        if failing := still_failing(result.tests, made.kept):
-            # The twin is also a run of the tests as they are: a candidate honest only in the
-            # twin, or a test failing every other run, fails here (verify_runs would miss it).
-            raise TwinEnded(
-                Outcome.NO_EFFECT,
-                f"the failing step still fails in the impossible twin run: {failing}",
-                log + self._log(made, result.output),
-            )
-        place = f"run {self.at + 1} of {self.budget.verify_runs + 1}"
-        return (
-            f"; its impossible twin failed as it must ({place},"
-            f" {len(made.mutations)} test(s) changed)"
-            f"{_no_twin(made.missing, ' and ')}\nimpossible twin changed: {changed}"
+        found = dataclasses.replace(
+            told_so,
+            protected=tuple(dict.fromkeys(protected)),
+            fresh=tuple(twin.fresh for twin in made.twins.values()),
+            kept=dict(made.kept),
+            result=result,
+            # Watched like every verification run: no file is changed for the twin, so any
+            # tracked file that differs now was changed by the step during the twin.
+            touched=tuple(tracked.touched(before, self.tree, self.step.results)),
         )
+        return found, self._log(made, result.output)
 
     def _make(self, made: _Made) -> None:
-        """Each planned file's twin, from the file as it is now; raises `TwinEnded` when a
-        file's path became a link or a non-file during an earlier run."""
+        """Each planned file's twin, from the file as it is now; raises `inplace.UnsafePath`
+        when a file's path became a link or a non-file during an earlier run."""
         for rel, targets in self.plan.files.items():
-            try:
-                saved = inplace.read(self.tree, rel)
-            except inplace.UnsafePath as exc:
-                raise TwinEnded(
-                    Outcome.REJECTED_ORACLE,
-                    f"a protected test file was replaced during verification: {exc}",
-                    "",
-                ) from None
+            saved = inplace.read(self.tree, rel)
             text = saved.content.decode(errors="surrogateescape")
             twin = twin_file(text, targets, self.rng, style=self.plan.styles[rel])
             if isinstance(twin, str):
@@ -230,19 +178,14 @@ class TwinRun:
     def _payload(self, made: _Made) -> bytes:
         return twinchannel.payload(made.files)
 
-    def _run(self, made: _Made, log: str) -> CommandResult:
-        try:
-            return self.harness.run(
-                self.step.command,
-                self.tree,
-                timeout=self.budget.step_timeout_seconds,
-                idle_timeout=self.budget.idle_timeout_seconds,
-                results=self.step.results,
-            )
-        except HarnessError as exc:
-            raise TwinEnded(
-                Outcome.HARNESS_ERROR, f"harness error in the impossible twin run: {exc}", log
-            ) from None
+    def _run(self) -> CommandResult:
+        return self.harness.run(
+            self.step.command,
+            self.tree,
+            timeout=self.budget.step_timeout_seconds,
+            idle_timeout=self.budget.idle_timeout_seconds,
+            results=self.step.results,
+        )
 
     def _log(self, made: _Made, output: str) -> str:
         changed = "\n".join(f"#   {_shown(f, m)}" for f, m in made.mutations)
@@ -260,11 +203,3 @@ def told(rel: str, content: bytes, twin: FileTwin, keep: Sequence[int] = ()) -> 
         "tail": twin.tail,
         "twin_sha256": hashlib.sha256(twin.source.encode(errors="surrogateescape")).hexdigest(),
     }
-
-
-def _no_twin(missing: Sequence[tuple[str, str]], joiner: str = "; ") -> str:
-    if not missing:
-        return ""
-    shown = ", ".join(f"{test} ({why})" for test, why in missing[:3])
-    more = f" (+{len(missing) - 3} more)" if len(missing) > 3 else ""
-    return f"{joiner}no impossible twin for {shown}{more}"

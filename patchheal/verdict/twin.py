@@ -17,6 +17,15 @@ from patchheal.models import CommandResult, TestResults
 from patchheal.verdict.ran import seen_lines
 
 
+def refusal(first: str, why: str, changed: str) -> str:
+    """The reason of a `rejected_oracle`: one sentence first (the report's "why" line),
+    with the change that should have failed; what the twin run showed below it."""
+    return (
+        "the tests also passed when made impossible, so the patch makes tests pass whatever "
+        f"they check: {first}\nimpossible twin: {why}; changed: {changed}"
+    )
+
+
 def twin_passed(result: CommandResult, protected: Sequence[str], fresh: Sequence[str]) -> str:
     """Why the twin run counts as passed; "" when it failed as honest code must."""
     tests = result.tests
