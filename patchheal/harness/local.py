@@ -104,18 +104,32 @@ class LocalHarness:
             channel.close()
 
     def _bytecode_env(self, worktree: Path) -> dict[str, str]:
-        """Bytecode is read and written only in patchheal's own folder, never in the tree:
-        a .pyc a candidate put in __pycache__ (unchecked-hash: never compared with its
-        .py) would run instead of the source the gates judged. The folder's copy of the
-        worktree is emptied before every run (no bytecode of one candidate serves the
-        next); the rest (the standard library's, the venv's) is kept across runs and
-        heals in the user's cache folder, or every run would pay ~1 s compiling pytest
-        again. (The local harness isolates nothing: a step could write anywhere the
-        user can.)"""
-        cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-        prefix = Path(cache) / "patchheal" / "pycache"
-        shutil.rmtree(prefix / worktree.resolve().relative_to("/"), ignore_errors=True)
-        return {"PYTHONPYCACHEPREFIX": str(prefix)}
+        """No bytecode of the tree is ever read: a .pyc a candidate put in __pycache__
+        (unchecked-hash: never compared with its .py) would run instead of the source
+        the gates judged. So the tree's bytecode (`__pycache__/`, and sourceless `.pyc`/
+        `.pyo` files, which import when no `.py` stands beside them) is removed before
+        every run and none is written during it. The standard library's and the venv's
+        bytecode is read where it is, as a plain run reads it: a per-run cache folder
+        made every run (and every test of patchheal's suite, with its own HOME) compile
+        pytest again, past a 2 s idle timeout. (The local harness isolates nothing: a
+        step could write anywhere the user can; the Docker harness reads bytecode only
+        from a prefix outside the tree.)"""
+        for top, dirs, files in os.walk(worktree):
+            if Path(top) == worktree and ".git" in dirs:
+                dirs.remove(".git")
+            if "node_modules" in dirs:
+                dirs.remove("node_modules")
+            if "__pycache__" in dirs:
+                dirs.remove("__pycache__")
+                cache = Path(top) / "__pycache__"
+                if cache.is_symlink():  # never followed out of the tree
+                    cache.unlink()
+                else:
+                    shutil.rmtree(cache, ignore_errors=True)
+            for name in files:
+                if name.endswith((".pyc", ".pyo")):
+                    (Path(top) / name).unlink(missing_ok=True)
+        return {"PYTHONDONTWRITEBYTECODE": "1"}
 
     def close(self) -> None:
         return None
