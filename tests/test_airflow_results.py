@@ -204,8 +204,10 @@ def test_a_failing_task_is_recorded_failed_by_the_collector(
     assert result.tests.runners == ("airflow",)
     assert not result.tests.tampered
     assert not result.tests.rejected
-    # The shape _baseline() builds, what the tripwire reported aside (docs/verdict.md).
-    assert _baseline("cases.fails").tests == result.tests.model_copy(update={"monitor": ()})
+    # The shape _baseline() builds, what the tripwire reported and the monitor's assertion
+    # evidence (the run's own, never a baseline's) aside (docs/verdict.md).
+    aside = {"monitor": (), "asserted": None, "evidence_kinds": (), "sources": {}}
+    assert _baseline("cases.fails").tests == result.tests.model_copy(update=aside)
 
 
 @pytest.mark.slow
