@@ -89,7 +89,6 @@ class LocalHarness:
                 results_dir=str(channel.host_dir),
                 collectors=str(COLLECTORS),
             )
-            env.pop("PYTHONDONTWRITEBYTECODE", None)  # written to the prefix, never the tree
             result = proc.run(
                 command,
                 cwd=worktree,
