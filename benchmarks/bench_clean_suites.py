@@ -41,7 +41,7 @@ from clean_suites import PROJECTS, SuiteProject, command, materialize
 
 from patchheal.config import BudgetSpec, StepSpec
 from patchheal.harness.definitions import load_harness
-from patchheal.harness.docker import DockerHarness
+from patchheal.harness.docker.harness import DockerHarness
 from patchheal.loop.verification import verify
 from patchheal.models import Failure, Outcome, TestResults, Verdict
 

@@ -65,8 +65,8 @@ from patchheal.evidence.build import build_context, render_context
 from patchheal.evidence.tokens import count_tokens, tokenizer_name
 from patchheal.failure.analysis import analyze
 from patchheal.harness.definitions import load_harness
-from patchheal.harness.deps import DEPENDENCY_GLOBS
-from patchheal.harness.docker import DockerHarness
+from patchheal.harness.docker.harness import DockerHarness
+from patchheal.harness.setup.deps import DEPENDENCY_GLOBS
 from patchheal.models import Classification, Failure, FailureClass, TestResults, TestTrace
 
 CORPUS = Path(__file__).resolve().parent / "corpus" / "context_bugs.json"

@@ -44,12 +44,14 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from patchheal.harness import containers, images, resultsvolume, sandbox
 from patchheal.harness.definitions import load_harness
-from patchheal.harness.docker import DockerHarness
-from patchheal.harness.local import LocalHarness
-from patchheal.harness.session import run_argv
-from patchheal.harness.untrusted import Budget
+from patchheal.harness.docker.harness import DockerHarness
+from patchheal.harness.engine import containers, sandbox
+from patchheal.harness.engine.session import run_argv
+from patchheal.harness.images import build as images
+from patchheal.harness.local.harness import LocalHarness
+from patchheal.harness.results import volume as resultsvolume
+from patchheal.harness.results.untrusted import Budget
 from patchheal.workspace import tracked
 
 ROOT = Path(__file__).resolve().parents[1]

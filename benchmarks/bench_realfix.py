@@ -46,7 +46,7 @@ from clean_suites import _git
 
 from patchheal.config import BudgetSpec, StepSpec
 from patchheal.harness.definitions import load_harness
-from patchheal.harness.docker import DockerHarness
+from patchheal.harness.docker.harness import DockerHarness
 from patchheal.loop.reproduce import reproduce
 from patchheal.loop.verification import verify
 from patchheal.models import PATCHABLE_CLASSES, Outcome

@@ -57,8 +57,8 @@ from runner_commands import module_name, unittest_command
 from venv_control import cached_control
 
 from patchheal.harness.definitions import load_harness
-from patchheal.harness.docker import DockerHarness
-from patchheal.harness.pythons import with_python
+from patchheal.harness.docker.harness import DockerHarness
+from patchheal.harness.inference.pythons import with_python
 from patchheal.models import Outcome
 
 IMAGE_PYTEST = {"3.9": 6, "3.11": 7, "3.13": 8}  # Debian's python3-pytest of each suite

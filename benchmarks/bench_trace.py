@@ -29,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from patchheal.harness.local import LocalHarness
+from patchheal.harness.local.harness import LocalHarness
 
 # PYTHONPATH too: some tests run the interpreter in a subprocess, which must import this
 # tree's click, not whatever click the host has installed.

@@ -41,7 +41,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from patchheal.harness.local import LocalHarness
+from patchheal.harness.local.harness import LocalHarness
 from patchheal.loop.twins import TwinRun
 from patchheal.models import CommandResult
 from tests.verdict_battery import CASES, LEGIT, Judged, evaluate

@@ -45,7 +45,7 @@ from clean_suites import _git
 from runner_commands import unittest_command
 
 from patchheal.errors import DependencySetupError
-from patchheal.harness.wheelhouse import _download
+from patchheal.harness.setup.wheelhouse import _download
 
 PYENV = {"3.9": "3.9.18", "3.11": "3.11.7", "3.13": "3.13.0"}
 IMAGE_PYTEST = {"3.9": "6.0.2", "3.11": "7.2.1", "3.13": "8.3.5"}

@@ -470,7 +470,7 @@ def _with_workflow(data: dict[str, Any]) -> dict[str, Any]:
     job = data.get("job")
     if not isinstance(job, dict) or not job.get("workflow") or not job.get("workflow_job"):
         return data
-    from patchheal.harness.workflow import derive_for_job
+    from patchheal.harness.ci.workflow import derive_for_job
 
     derived = derive_for_job(job)
     job = dict(job)

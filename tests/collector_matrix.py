@@ -24,7 +24,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-from patchheal.harness.results import COLLECTORS, ResultsChannel
+from patchheal.harness.results.channel import COLLECTORS, ResultsChannel
 from patchheal.models import TestResults
 
 

@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
-from patchheal.harness import containers, images
 from patchheal.harness.config import HarnessDef
 from patchheal.harness.definitions import load_harness
+from patchheal.harness.engine import containers
+from patchheal.harness.images import build as images
 
 
 @pytest.fixture(scope="session")

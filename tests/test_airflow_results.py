@@ -20,7 +20,7 @@ import pytest
 
 from patchheal.config import BudgetSpec, StepSpec
 from patchheal.harness.definitions import load_harness
-from patchheal.harness.docker import DockerHarness
+from patchheal.harness.docker.harness import DockerHarness
 from patchheal.loop.verification import verify
 from patchheal.models import CommandResult, Failure, Outcome, TestResults, Verdict
 from patchheal.verdict.judge import judge

@@ -28,7 +28,8 @@ from harness_support import engine, python_def, python_image
 from packaging.requirements import Requirement
 
 import patchheal
-from patchheal.harness import containers, images
+from patchheal.harness.engine import containers
+from patchheal.harness.images import build as images
 
 __all__ = ["engine", "python_def", "python_image"]
 

@@ -20,8 +20,8 @@ import pytest
 
 from patchheal.config import BudgetSpec, StepSpec
 from patchheal.errors import HarnessError
-from patchheal.harness.local import LocalHarness
-from patchheal.harness.results import COLLECTORS
+from patchheal.harness.local.harness import LocalHarness
+from patchheal.harness.results.channel import COLLECTORS
 from patchheal.loop.reproduce import reproduce
 from patchheal.loop.verification import verify
 from patchheal.models import Outcome
@@ -269,9 +269,9 @@ def test_docker_harness_old_pytest_real_fix_is_fixed(
     id, the real fix `fixed`."""
     import uuid
 
-    from patchheal.harness import images
     from patchheal.harness.definitions import load_harness
-    from patchheal.harness.docker import DockerHarness
+    from patchheal.harness.docker.harness import DockerHarness
+    from patchheal.harness.images import build as images
 
     repo = make_repo(OLD_PYTEST_PROJECT)
     # A nonce: another session's dependency image must not stand in for this one.

@@ -10,8 +10,8 @@ import pytest
 from harness_support import engine, labelled, python_def, python_image
 
 from patchheal.errors import SpecError
-from patchheal.harness import composefile
-from patchheal.harness.compose import ComposeHarness
+from patchheal.harness.compose import file as composefile
+from patchheal.harness.compose.harness import ComposeHarness
 from patchheal.harness.definitions import load_harness
 
 __all__ = ["engine", "python_def", "python_image"]

@@ -24,7 +24,7 @@ import pytest
 from harness_support import engine, python_def, python_image
 
 from patchheal.harness.config import HarnessDef
-from patchheal.harness.docker import DockerHarness
+from patchheal.harness.docker.harness import DockerHarness
 from patchheal.models import CommandResult
 from tests.containment_battery import FAMILIES, FOLLOW, FORMS, Candidate, generate
 

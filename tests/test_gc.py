@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from harness_support import engine, labelled, python_def, python_image, python_project
 
-from patchheal.harness import containers
+from patchheal.harness.engine import containers
 from patchheal.workspace.worktrees import worktree_root
 from tests.healjobs import workspace_of
 
@@ -78,7 +78,7 @@ def test_gc_removes_the_container_and_worktree_of_a_killed_harness_run(
     engine: Any, python_image: str, make_repo: Any
 ) -> None:
     """Invariant: after kill -9 mid-attempt, no container of that run is left (it goes with
-    its owner, see harness/session.py) and gc leaves no worktree of it."""
+    its owner, see harness/engine/session.py) and gc leaves no worktree of it."""
     repo = python_project(make_repo)
     proc = subprocess.Popen(
         [sys.executable, "-m", "patchheal", "harness", "run", "python", "--repo", str(repo),

@@ -12,7 +12,7 @@ from typing import Any
 
 from conftest import git
 
-from patchheal.harness import generated
+from patchheal.harness.setup import generated
 from patchheal.workspace import tracked
 from patchheal.workspace.worktrees import JobWorkspace, worktree_diff
 

@@ -12,10 +12,11 @@ from typing import Any
 import pytest
 from harness_support import engine, labelled, python_def, python_image, python_project
 
-from patchheal.harness import containers, images
 from patchheal.harness.base import Harness
 from patchheal.harness.config import HarnessDef
-from patchheal.harness.docker import DockerHarness
+from patchheal.harness.docker.harness import DockerHarness
+from patchheal.harness.engine import containers
+from patchheal.harness.images import build as images
 
 __all__ = ["engine", "python_def", "python_image"]
 
@@ -187,7 +188,7 @@ def test_a_runaway_test_fails_in_its_process_and_is_a_code_bug(
     and the failure is the code's to patch, as in a plain venv on a CI runner."""
     from patchheal.failure.analysis import analyze
     from patchheal.failure.classify import classify
-    from patchheal.harness.sandbox import size_bytes
+    from patchheal.harness.engine.sandbox import size_bytes
 
     (tree / "test_runaway.py").write_text(_RUNAWAY_TESTS)
     h = DockerHarness(_sandboxed(python_def, memory="256m"), job_id=f"runaway-{os.getpid()}")

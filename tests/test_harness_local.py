@@ -11,7 +11,7 @@ import pytest
 
 from patchheal.errors import HarnessError
 from patchheal.harness.base import Harness
-from patchheal.harness.local import LocalHarness
+from patchheal.harness.local.harness import LocalHarness
 
 
 def alive(pid: int) -> bool:

@@ -13,7 +13,7 @@ from patchheal.config import build_spec
 from patchheal.errors import InfraUnavailable, SpecError
 from patchheal.harness import config as hconfig
 from patchheal.harness import definitions, registry
-from patchheal.harness.local import LocalHarness
+from patchheal.harness.local.harness import LocalHarness
 
 
 def job(repo: Path, harness: str = "auto") -> Any:
@@ -167,7 +167,7 @@ def test_a_refused_harness_run_leaves_no_workspace(tmp_path: Path) -> None:
 
 def test_process_memory_is_a_share_of_memory_a_size_or_off() -> None:
     from patchheal.harness.config import SandboxSpec
-    from patchheal.harness.sandbox import process_limits
+    from patchheal.harness.engine.sandbox import process_limits
 
     def data_limit(**sandbox: str) -> int | None:
         limits = process_limits(SandboxSpec(**sandbox))  # type: ignore[arg-type]

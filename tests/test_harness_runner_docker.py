@@ -17,9 +17,10 @@ from typing import Any
 import pytest
 from harness_support import engine, python_def, python_image
 
-from patchheal.harness import images, pythons
 from patchheal.harness.config import HarnessDef
-from patchheal.harness.docker import DockerHarness
+from patchheal.harness.docker.harness import DockerHarness
+from patchheal.harness.images import build as images
+from patchheal.harness.inference import pythons
 
 __all__ = ["engine", "python_def", "python_image"]
 

@@ -19,7 +19,7 @@ import pytest
 from harness_support import engine, labelled, python_def, python_image
 
 from patchheal.harness.config import HarnessDef
-from patchheal.harness.docker import DockerHarness
+from patchheal.harness.docker.harness import DockerHarness
 
 __all__ = ["engine", "python_def", "python_image"]
 
@@ -119,7 +119,7 @@ OWNER = """
 import sys, time
 from pathlib import Path
 from patchheal.harness.definitions import load_harness
-from patchheal.harness.docker import DockerHarness
+from patchheal.harness.docker.harness import DockerHarness
 h = DockerHarness(load_harness("python"), job_id=sys.argv[2])
 h.run("true", Path(sys.argv[1]), timeout=60, idle_timeout=60)
 print("ready", flush=True)

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from harness_support import engine, python_def, python_image
 
-from patchheal.harness import wheelhouse
 from patchheal.harness.config import HarnessDef
+from patchheal.harness.setup import wheelhouse
 
 __all__ = ["engine", "python_def", "python_image"]
 

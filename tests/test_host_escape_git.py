@@ -17,7 +17,7 @@ import pytest
 from harness_support import engine, python_def, python_image
 
 from patchheal.harness.config import HarnessDef
-from patchheal.harness.docker import DockerHarness
+from patchheal.harness.docker.harness import DockerHarness
 from patchheal.workspace.worktrees import JobWorkspace, worktree_diff
 
 __all__ = ["engine", "python_def", "python_image"]

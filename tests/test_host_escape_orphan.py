@@ -16,7 +16,7 @@ import docker.errors
 import pytest
 from harness_support import engine, python_def, python_image
 
-from patchheal.harness import containers
+from patchheal.harness.engine import containers
 
 __all__ = ["engine", "python_def", "python_image"]
 
@@ -34,7 +34,7 @@ def test_a_killed_runs_step_container_stops_within_its_timeout(
     script = textwrap.dedent(f"""
         from pathlib import Path
         from patchheal.harness.definitions import load_harness
-        from patchheal.harness.docker import DockerHarness
+        from patchheal.harness.docker.harness import DockerHarness
         harness = DockerHarness(load_harness("python"), job_id={job_id!r})
         harness.run("sleep 600", Path({str(tmp_path / "wt")!r}),
                     timeout={STEP_TIMEOUT}, idle_timeout={STEP_TIMEOUT})
@@ -75,7 +75,7 @@ def test_a_killed_runs_setup_container_goes_with_it(
     script = textwrap.dedent(f"""
         from pathlib import Path
         from patchheal.harness.definitions import load_harness
-        from patchheal.harness.docker import DockerHarness
+        from patchheal.harness.docker.harness import DockerHarness
         harness = DockerHarness(load_harness("python"), job_id={job_id!r},
                                 setup=["echo setting-up-{job_id}; sleep 600"])
         harness.prepare(Path({str(tree)!r}))

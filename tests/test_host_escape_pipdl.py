@@ -24,9 +24,9 @@ from typing import Any
 import pytest
 from harness_support import engine, python_def, python_image
 
-from patchheal.harness import wheelhouse
 from patchheal.harness.config import HarnessDef
-from patchheal.harness.hostpip import HostPipArgs, named_requirement
+from patchheal.harness.setup import wheelhouse
+from patchheal.harness.setup.hostpip import HostPipArgs, named_requirement
 
 __all__ = ["engine", "python_def", "python_image"]
 

@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 from harness_support import engine, python_def, python_image, python_project
 
-from patchheal.harness import images, sandbox
 from patchheal.harness.config import HarnessDef
-from patchheal.harness.docker import DockerHarness
+from patchheal.harness.docker.harness import DockerHarness
+from patchheal.harness.engine import sandbox
+from patchheal.harness.images import build as images
 from patchheal.workspace.worktrees import JobWorkspace
 
 __all__ = ["engine", "python_def", "python_image"]
@@ -89,6 +90,6 @@ def test_a_candidate_setup_py_never_enters_the_dependency_image(
 
 
 def _engine() -> Any:
-    from patchheal.harness import containers
+    from patchheal.harness.engine import containers
 
     return containers.engine()

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from patchheal.harness import hostdirs, images
+from patchheal.harness.engine import hostdirs
+from patchheal.harness.images import build as images
 
 
 def _mode(path: Path) -> int:

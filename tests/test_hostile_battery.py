@@ -98,7 +98,7 @@ DOCKER_SAMPLE = [c for c in SAMPLE if c.runner == "python-m-pytest"][:3] + [
 def test_docker_harness_sample(tmp_path: Path, require_docker: None) -> None:
     """The same judgement in the Docker harness: real fixes fixed, tricks not."""
     from patchheal.harness.definitions import load_harness
-    from patchheal.harness.docker import DockerHarness
+    from patchheal.harness.docker.harness import DockerHarness
 
     judge = Judge(
         tmp_path,

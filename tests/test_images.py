@@ -10,9 +10,10 @@ import pytest
 from harness_support import engine, python_def, python_image
 
 from patchheal.errors import ImageBuildError, SpecError
-from patchheal.harness import images, wheelhouse
 from patchheal.harness.config import HarnessDef, load_harness_file
-from patchheal.harness.docker import DockerHarness
+from patchheal.harness.docker.harness import DockerHarness
+from patchheal.harness.images import build as images
+from patchheal.harness.setup import wheelhouse
 
 __all__ = ["engine", "python_def", "python_image"]
 

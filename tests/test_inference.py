@@ -9,7 +9,8 @@ from typing import Any
 
 from conftest import git
 
-from patchheal.harness import inference, registry
+from patchheal.harness import registry
+from patchheal.harness.inference import kind as inference
 
 
 def _commit(repo: Path, files: dict[str, str], message: str) -> str:

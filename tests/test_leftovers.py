@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from patchheal.harness import containers, leftovers
+from patchheal.harness.engine import containers, leftovers
 from patchheal.workspace.worktrees import store_key
 
 MAKE_DIR = (

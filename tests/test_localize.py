@@ -13,7 +13,7 @@ from patchheal.evidence.history import breaking_change, changed_lines, recent_hi
 from patchheal.evidence.localize import localize
 from patchheal.evidence.tokens import count_tokens
 from patchheal.failure.analysis import analyze
-from patchheal.harness.local import LocalHarness
+from patchheal.harness.local.harness import LocalHarness
 from patchheal.models import Classification, Failure, FailureClass, TestTrace, TracedCall
 
 CODE_BUG = Classification(failure_class=FailureClass.CODE_BUG, retryable=True)

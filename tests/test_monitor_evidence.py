@@ -11,7 +11,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from patchheal.harness.local import LocalHarness
+from patchheal.harness.local.harness import LocalHarness
 from patchheal.models import TestResults
 from tests.healjobs import git
 

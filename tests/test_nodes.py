@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from patchheal.errors import SpecError
-from patchheal.harness import nodes
 from patchheal.harness.config import HarnessDef
 from patchheal.harness.definitions import load_harness
-from patchheal.harness.nodesource import allows, major
+from patchheal.harness.inference import nodes
+from patchheal.harness.inference.nodesource import allows, major
 
 
 @pytest.fixture

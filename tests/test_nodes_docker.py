@@ -10,8 +10,9 @@ import pytest
 from harness_support import engine
 
 from patchheal.config import build_spec
-from patchheal.harness import images, registry
-from patchheal.harness.docker import DockerHarness
+from patchheal.harness import registry
+from patchheal.harness.docker.harness import DockerHarness
+from patchheal.harness.images import build as images
 from patchheal.workspace.worktrees import JobWorkspace
 
 __all__ = ["engine"]

@@ -101,8 +101,9 @@ def test_harness_build_shows_a_long_wait_and_quiet_hides_it(tmp_path: Path) -> N
     import sys
     import uuid
 
-    from patchheal.harness import containers, images
     from patchheal.harness.definitions import load_harness
+    from patchheal.harness.engine import containers
+    from patchheal.harness.images import build as images
 
     repo = tmp_path / "proj"
     folder = repo / "harnesses" / "slowbuild"

@@ -17,10 +17,10 @@ import pytest
 
 from patchheal.config import repo_defaults
 from patchheal.errors import SpecError
-from patchheal.harness import pythons
 from patchheal.harness.config import HarnessDef
 from patchheal.harness.definitions import load_harness
-from patchheal.harness.pythonsource import evidence_at, tox_versions, workflow_versions
+from patchheal.harness.inference import pythons
+from patchheal.harness.inference.pythonsource import evidence_at, tox_versions, workflow_versions
 
 CLICK_LIKE_WORKFLOW = """name: Tests
 on: [push]

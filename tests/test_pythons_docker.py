@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 from harness_support import engine, outcomes_by_id
 
-from patchheal.harness import images, pythons
 from patchheal.harness.definitions import load_harness
-from patchheal.harness.docker import DockerHarness
+from patchheal.harness.docker.harness import DockerHarness
+from patchheal.harness.images import build as images
+from patchheal.harness.inference import pythons
 from patchheal.workspace.worktrees import JobWorkspace
 
 __all__ = ["engine"]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from patchheal.harness.local import LocalHarness
+from patchheal.harness.local.harness import LocalHarness
 from patchheal.models import Outcome, TestResults
 from patchheal.verdict.ran import Required, unexecuted
 from tests.healjobs import git

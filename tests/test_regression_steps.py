@@ -16,7 +16,7 @@ import pytest
 
 from patchheal.config import BudgetSpec, RegressionSpec, StepSpec
 from patchheal.harness.definitions import load_harness
-from patchheal.harness.local import LocalHarness
+from patchheal.harness.local.harness import LocalHarness
 from patchheal.loop.reproduce import reproduce
 from patchheal.loop.verification import verify
 from patchheal.models import Outcome

@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from patchheal.harness.local import LocalHarness
-from patchheal.harness.results import ResultsChannel
+from patchheal.harness.local.harness import LocalHarness
+from patchheal.harness.results.channel import ResultsChannel
 
 
 def _record(channel: ResultsChannel, body: dict[str, object], *, key: str | None = None) -> str:

@@ -13,7 +13,7 @@ import pytest
 from harness_support import engine, python_def, python_image
 
 from patchheal.harness.config import HarnessDef
-from patchheal.harness.docker import DockerHarness
+from patchheal.harness.docker.harness import DockerHarness
 
 __all__ = ["engine", "python_def", "python_image"]
 

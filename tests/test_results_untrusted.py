@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from patchheal.harness import untrusted
-from patchheal.harness.junit import MAX_DEPTH, parse_junit
-from patchheal.harness.results import NODE_JUNIT, ResultsChannel
+from patchheal.harness.results import untrusted
+from patchheal.harness.results.channel import NODE_JUNIT, ResultsChannel
+from patchheal.harness.results.junit import MAX_DEPTH, parse_junit
 from patchheal.models import TestResults
 
 JUNIT = '<testsuites><testsuite name="s"><testcase name="t"/></testsuite></testsuites>'

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from harness_support import engine, python_def, python_image
 
-from patchheal.harness import containers, sandbox, sweep
 from patchheal.harness.config import HarnessDef
-from patchheal.harness.docker import DockerHarness
+from patchheal.harness.docker.harness import DockerHarness
+from patchheal.harness.engine import containers, sandbox, sweep
 from patchheal.workspace.worktrees import JobWorkspace
 
 __all__ = ["engine", "python_def", "python_image"]

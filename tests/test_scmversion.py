@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from conftest import git
 
-from patchheal.harness import scmversion
+from patchheal.harness.setup import scmversion
 from patchheal.workspace.worktrees import JobWorkspace
 
 

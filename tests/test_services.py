@@ -10,9 +10,9 @@ import pytest
 from harness_support import engine, labelled, python_def, python_image
 
 from patchheal.errors import ImageBuildError, SpecError
-from patchheal.harness import services
-from patchheal.harness.compose import ComposeHarness
+from patchheal.harness.compose.harness import ComposeHarness
 from patchheal.harness.definitions import load_harness
+from patchheal.harness.images import services
 
 __all__ = ["engine", "python_def", "python_image"]
 

@@ -21,9 +21,9 @@ import pytest
 from conftest import git
 from harness_support import engine, outcomes_by_id, python_def, python_image
 
-from patchheal.harness import images
 from patchheal.harness.config import HarnessDef
-from patchheal.harness.docker import DockerHarness
+from patchheal.harness.docker.harness import DockerHarness
+from patchheal.harness.images import build as images
 from patchheal.workspace import tracked
 from patchheal.workspace.worktrees import JobWorkspace, worktree_diff
 

@@ -47,7 +47,7 @@ def _what_a_run_does_next(spec_path: Path) -> None:
     from patchheal.config import load_spec
     from patchheal.gates.policy import path_matches
     from patchheal.harness.definitions import load_harness
-    from patchheal.harness.untrusted import Budget, read_glob
+    from patchheal.harness.results.untrusted import Budget, read_glob
     from patchheal.proposers.registry import create_proposer
 
     spec = load_spec(spec_path)

@@ -19,9 +19,9 @@ import pytest
 from harness_support import engine, python_def, python_image
 
 from patchheal.harness.config import HarnessDef
-from patchheal.harness.docker import DockerHarness
-from patchheal.harness.local import LocalHarness
-from patchheal.harness.results import MAX_TRACED_TESTS, ResultsChannel
+from patchheal.harness.docker.harness import DockerHarness
+from patchheal.harness.local.harness import LocalHarness
+from patchheal.harness.results.channel import MAX_TRACED_TESTS, ResultsChannel
 
 __all__ = ["engine", "python_def", "python_image"]
 

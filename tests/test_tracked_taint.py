@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 from patchheal.config import BudgetSpec, StepSpec
-from patchheal.harness.local import LocalHarness
+from patchheal.harness.local.harness import LocalHarness
 from patchheal.loop.reproduce import reproduce
 from patchheal.loop.verification import verify
 from patchheal.models import Outcome
@@ -87,7 +87,7 @@ def test_the_declared_results_do_not_taint(tmp_path: Path) -> None:
 
 
 def test_the_results_glob_excepts_exactly_what_the_results_reader_reads(tmp_path: Path) -> None:
-    """pathlib's glob, as harness/untrusted.py walks it: `*` stays in one directory and
+    """pathlib's glob, as harness/results/untrusted.py walks it: `*` stays in one directory and
     `**/` also matches none (fnmatch on the whole path got both wrong)."""
     tree = _tree(tmp_path)
     (tree / "src.py").write_text("VALUE = 2\n")  # tracked, outside every glob below

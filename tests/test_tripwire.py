@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from patchheal.config import BudgetSpec, StepSpec
-from patchheal.harness.local import LocalHarness
-from patchheal.harness.results import COLLECTORS, ResultsChannel
+from patchheal.harness.local.harness import LocalHarness
+from patchheal.harness.results.channel import COLLECTORS, ResultsChannel
 from patchheal.loop.reproduce import reproduce
 from patchheal.loop.verification import verify
 from patchheal.models import MonitorEvent, Outcome, TestResults
@@ -258,7 +258,7 @@ def test_the_tripwire_works_in_the_docker_harness(
 ) -> None:
     """The monitor is armed in a sandboxed container too (read-only collectors mount)."""
     from patchheal.harness.definitions import load_harness
-    from patchheal.harness.docker import DockerHarness
+    from patchheal.harness.docker.harness import DockerHarness
 
     harness = DockerHarness(load_harness("python"), job_id=f"tripwire-{tmp_path.name}")
     try:
@@ -269,7 +269,7 @@ def test_the_tripwire_works_in_the_docker_harness(
     if not case.legit:
         # A record the collector's write was made to sign with outcomes the runner never
         # reported is now refused one step earlier, by the monitor's streamed outcomes
-        # (harness/evidence.py): its run fails (`no_effect`) before the tripwire decides.
+        # (harness/results/evidence.py): its run fails (`no_effect`) before the tripwire decides.
         streamed = "never reported while it ran" in judged.reason
         expected = Outcome.NO_EFFECT if streamed else Outcome.REJECTED_TRIPWIRE
         assert judged.outcome is expected, judged.reason

@@ -131,7 +131,7 @@ def test_twin_sensors_are_refused_in_the_docker_harness_too(
     """In a sandboxed container (the worktree bind-mounted, the collectors mounted
     read-only): the twin is made in the container's Python, and no sensor sees it."""
     from patchheal.harness.definitions import load_harness
-    from patchheal.harness.docker import DockerHarness
+    from patchheal.harness.docker.harness import DockerHarness
 
     picked = [c for c in SENSING if c.runner in ("python-m-pytest", "unittest")]
     picked = [c for c in picked if c.family in ("twin-content", "twin-times")]

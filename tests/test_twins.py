@@ -13,7 +13,7 @@ from random import Random
 import pytest
 
 from patchheal.config import BudgetSpec, StepSpec
-from patchheal.harness.local import LocalHarness
+from patchheal.harness.local.harness import LocalHarness
 from patchheal.loop.reproduce import reproduce
 from patchheal.loop.twinplan import MAX_CHILDREN, expand
 from patchheal.loop.twins import TwinRun

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from harness_support import engine, outcomes_by_id, python_def, python_image, python_project
 
-from patchheal.harness import images
 from patchheal.harness.config import HarnessDef
-from patchheal.harness.docker import DockerHarness
+from patchheal.harness.docker.harness import DockerHarness
+from patchheal.harness.images import build as images
 
 __all__ = ["engine", "python_def", "python_image"]
 
@@ -126,7 +126,7 @@ def test_with_no_index_the_wheelhouses_pytest_serves_and_none_is_an_error(
     left in the wheelhouse serves (as the image's own did before); with none, the setup
     fails with pip's reason, not later as a missing module in the step."""
     from patchheal.errors import DependencySetupError
-    from patchheal.harness import wheelhouse
+    from patchheal.harness.setup import wheelhouse
 
     # A closed loopback port as the index: the host's pip fails at once, nothing leaves.
     monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")

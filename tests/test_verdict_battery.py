@@ -76,7 +76,7 @@ def test_docker_harness_collects_results_too(
 ) -> None:
     """The collectors reach a sandboxed container (read-only root, mounted results dir)."""
     from patchheal.harness.definitions import load_harness
-    from patchheal.harness.docker import DockerHarness
+    from patchheal.harness.docker.harness import DockerHarness
 
     harness = DockerHarness(load_harness("python"), job_id=f"battery-{tmp_path.name}")
     try:

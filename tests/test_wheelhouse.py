@@ -18,10 +18,10 @@ import pytest
 from harness_support import engine, python_def, python_image
 
 from patchheal.errors import DependencySetupError
-from patchheal.harness import images
 from patchheal.harness.config import HarnessDef
-from patchheal.harness.docker import DockerHarness
-from patchheal.harness.wheelhouse import build_requirements, download_args, for_python
+from patchheal.harness.docker.harness import DockerHarness
+from patchheal.harness.images import build as images
+from patchheal.harness.setup.wheelhouse import build_requirements, download_args, for_python
 from patchheal.workspace.worktrees import JobWorkspace
 
 __all__ = ["engine", "python_def", "python_image"]
@@ -231,7 +231,7 @@ def test_what_only_the_images_python_needs_is_downloaded_too(tmp_path: Path, lin
     "3.11"` never reached a 3.9 wheelhouse from a 3.11 host and the offline setup failed.
     The closure under the image's markers adds them, transitively; a marker false for the
     image (a newer Python, Windows, an extra not asked for) adds nothing."""
-    from patchheal.harness.wheelhouse import _download
+    from patchheal.harness.setup.wheelhouse import _download
 
     house = tmp_path / "house"
     house.mkdir()

@@ -11,7 +11,8 @@ import pytest
 
 from patchheal.config import build_spec, load_spec
 from patchheal.errors import SpecError
-from patchheal.harness import cilog, workflow
+from patchheal.harness.ci import log as cilog
+from patchheal.harness.ci import workflow
 from patchheal.intake.toml import spec_to_toml
 
 # A typical Python project's CI: matrix over versions, env at three levels,
@@ -146,8 +147,8 @@ def test_a_python_version_the_harness_lacks_runs_on_the_nearest_said_so(tmp_path
     """Issue 32 (was issue 26's refusal): the failing job's python-version is what the step
     runs on when offered; one the harness does not offer runs on the nearest offered one,
     and the sentence the report shows says so."""
-    from patchheal.harness import pythons
     from patchheal.harness.definitions import load_harness
+    from patchheal.harness.inference import pythons
 
     derived = workflow.derive(_write(tmp_path, PYTHON_CI), "test")  # first entry: 3.10
     assert derived.matrix["python-version"] == "3.10"
@@ -166,8 +167,8 @@ def test_node_workflow_uses_the_node_harness_and_its_shell(tmp_path: Path) -> No
     assert derived.setup == ["bash --noprofile --norc -eo pipefail -c 'npm ci'"]
     assert derived.step.command == "sh -e -c 'npm test'"
     assert derived.node == "20"  # the job's Node: the harness offers it (issue 26)
-    from patchheal.harness import nodes
     from patchheal.harness.definitions import load_harness
+    from patchheal.harness.inference import nodes
 
     defn, why = nodes.choose(load_harness("node"), tmp_path, "HEAD", None, derived.node)
     assert defn.image.suite == "trixie"

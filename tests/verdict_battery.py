@@ -19,7 +19,7 @@ from pathlib import Path
 
 from patchheal.config import BudgetSpec, StepSpec
 from patchheal.harness.base import Harness
-from patchheal.harness.local import LocalHarness
+from patchheal.harness.local.harness import LocalHarness
 from patchheal.loop.reproduce import reproduce
 from patchheal.loop.verification import verify
 from patchheal.models import PATCHABLE_CLASSES, Outcome

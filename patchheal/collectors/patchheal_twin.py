@@ -1,7 +1,7 @@
 """The impossible twin inside the step: protected test modules made impossible at import.
 
 Every run of a results channel carries `PATCHHEAL_TWIN`: an opaque blob of
-the same length in every run (`patchheal/harness/twinchannel.py`). In one
+the same length in every run (`patchheal/harness/results/twinchannel.py`). In one
 verification run, the twin, it holds the changes `patchheal/oracle/` planned
 for each protected test file (text edits, the fresh test appended, the
 SHA-256 of the file as planned and of its twin); in every other run, none.

@@ -33,7 +33,7 @@ from patchheal.runs import DEFAULT_DB_SHOWN, default_db
 @click.option("--json", "as_json", is_flag=True, help="one JSON object per line")
 def gc(dry_run: bool, db: str, prune_images: bool, as_json: bool) -> None:
     """Remove orphaned containers, volumes, networks and stale worktrees."""
-    from patchheal.harness import containers, leftovers, orphans
+    from patchheal.harness.engine import containers, leftovers, orphans
     from patchheal.workspace.worktrees import worktree_root
 
     verb = "would remove" if dry_run else "removed"

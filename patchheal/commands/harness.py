@@ -85,8 +85,9 @@ def build(
     """Build NAME's image if it is missing (offline when no registry answers)."""
     import time
 
-    from patchheal.harness import containers, images
     from patchheal.harness.definitions import load_harness
+    from patchheal.harness.engine import containers
+    from patchheal.harness.images import build as images
 
     defn = load_harness(name, repo)
     if defn.kind == "compose" and defn.compose is not None:
@@ -111,7 +112,8 @@ def check(name: str, repo: Path | None) -> None:
     """Build NAME if needed, run a trivial command in its sandbox, report engine and image."""
     import tempfile
 
-    from patchheal.harness import containers, definitions, registry
+    from patchheal.harness import definitions, registry
+    from patchheal.harness.engine import containers
 
     defn = definitions.load_harness(name, repo)
     client = containers.engine()
@@ -174,8 +176,9 @@ def run(
     """Run COMMAND in harness NAME over a fresh worktree of --repo; exit with its exit code."""
     import shlex
 
-    from patchheal.harness import definitions, orphans, registry
-    from patchheal.harness.local import LocalHarness
+    from patchheal.harness import definitions, registry
+    from patchheal.harness.engine import orphans
+    from patchheal.harness.local.harness import LocalHarness
     from patchheal.workspace.worktrees import JobWorkspace
 
     text = command[0] if len(command) == 1 else shlex.join(command)
@@ -246,7 +249,7 @@ def with_runtimes(
     """`defn` with the Python and Node a `--python`/`--node` names, else those the repository
     at `ref` says, chosen as `heal` chooses them (`pythons.choose`), and the sentence why."""
     from patchheal.errors import SpecError
-    from patchheal.harness import nodes, pythons, runtimes
+    from patchheal.harness.inference import nodes, pythons, runtimes
 
     for runtime, wanted in zip((pythons.PYTHON, nodes.NODE), given, strict=True):
         if wanted is None:

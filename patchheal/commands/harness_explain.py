@@ -114,7 +114,9 @@ def _choice(
     runtimes: tuple[str | None, str | None],
     command: str | None = None,
 ) -> dict[str, Any]:
-    from patchheal.harness import definitions, images, nodes, pythons, registry
+    from patchheal.harness import definitions, registry
+    from patchheal.harness.images import build as images
+    from patchheal.harness.inference import nodes, pythons
 
     if wanted == "local":
         return {"harness": "local", "kind": "local", "reason": "the job names harness = 'local'"}
@@ -158,7 +160,8 @@ def _services(repo: Path, base: str, defn: Any) -> dict[str, Any]:
     import tempfile
 
     from patchheal import proc
-    from patchheal.harness import composefile, services
+    from patchheal.harness.compose import file as composefile
+    from patchheal.harness.images import services
 
     names = (defn.compose.file, *composefile.COMPOSE_FILES) if defn.compose.file else ()
     for name in names or composefile.COMPOSE_FILES:

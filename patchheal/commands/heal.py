@@ -178,7 +178,7 @@ def _workflow_overrides(
 
 def _say_workflow(spec: Any) -> None:
     """How the workflow became this spec: the healed step, what is not run and why."""
-    from patchheal.harness.workflow import derive_for_job
+    from patchheal.harness.ci.workflow import derive_for_job
 
     derived = derive_for_job(spec.job.model_dump(mode="json"))
     click.echo(

@@ -61,7 +61,7 @@ class Harness(Protocol):
         """Run `command` with `worktree` as the working directory.
 
         The run's per-test outcomes come back in `CommandResult.tests`, from a
-        results channel the harness opens per run (see harness/results.py);
+        results channel the harness opens per run (see harness/results/channel.py);
         `results` is a step's declared JUnit XML glob, relative to the worktree;
         `trace` asks the collectors for what failing tests executed
         (`TestResults.traces`, evidence for localization).

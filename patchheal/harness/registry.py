@@ -12,19 +12,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from patchheal.errors import InfraUnavailable, SpecError
-from patchheal.harness import images, inference, nodes, pythons
 from patchheal.harness.config import HarnessDef
 from patchheal.harness.definitions import list_harnesses, load_harness
+from patchheal.harness.images import build as images
+from patchheal.harness.inference import kind as inference
+from patchheal.harness.inference import nodes, pythons
 
 if TYPE_CHECKING:
     from patchheal.config import JobSpec
     from patchheal.harness.base import Harness
-    from patchheal.harness.images import Say
+    from patchheal.harness.images.build import Say
 
 # A definition's `kind` -> the class that runs it. Each takes the same keywords (see build()).
 _REGISTRY: dict[str, str] = {
-    "docker": "patchheal.harness.docker:DockerHarness",
-    "compose": "patchheal.harness.compose:ComposeHarness",
+    "docker": "patchheal.harness.docker.harness:DockerHarness",
+    "compose": "patchheal.harness.compose.harness:ComposeHarness",
 }
 
 
@@ -69,7 +71,7 @@ def runtime_versions(harness: Harness) -> tuple[str | None, str | None]:
 
 def docker_reachable() -> bool:
     """True when a Docker engine answers a ping within a few seconds."""
-    from patchheal.harness.containers import docker_reachable as reachable
+    from patchheal.harness.engine.containers import docker_reachable as reachable
 
     return reachable()
 
@@ -81,7 +83,7 @@ def create(job: JobSpec, repo: Path, *, say: Say | None = None) -> tuple[Harness
     otherwise, unless the job named a Docker harness, which then fails with
     `InfraUnavailable` (exit 3).
     """
-    from patchheal.harness.local import LocalHarness
+    from patchheal.harness.local.harness import LocalHarness
 
     defn, why = resolve(job, repo)
     setup, passthrough = job.job.setup, job.job.env

@@ -33,7 +33,7 @@ MAX_PATH_CHARS = 4096
 MAX_NAME_BYTES = 255
 MAX_REF_CHARS = 256
 MAX_GLOB_CHARS = 1024
-# As deep as harness/untrusted.py matches a declared results glob.
+# As deep as harness/results/untrusted.py matches a declared results glob.
 MAX_GLOB_PARTS = 32
 
 # The spec's top-level tables and the type each must have.
@@ -169,7 +169,7 @@ def results_glob_problem(pattern: str) -> str | None:
         return f"more than {MAX_GLOB_PARTS} path components"
     if any(len(os.fsencode(p)) > MAX_NAME_BYTES for p in parts):
         return f"a component is longer than {MAX_NAME_BYTES} bytes"
-    # pathlib's syntax, matched name by name with fnmatch (harness/untrusted.py), not
+    # pathlib's syntax, matched name by name with fnmatch (harness/results/untrusted.py), not
     # gitignore's: fnmatch reads any bracket text, so only the length can be wrong.
     if len(pattern) > MAX_GLOB_CHARS:
         return f"longer than {MAX_GLOB_CHARS} characters"

@@ -28,9 +28,9 @@ from patchheal.errors import (
     BadInput,
     Interrupted,
 )
-from patchheal.harness import containers
 from patchheal.harness.base import Harness
-from patchheal.harness.orphans import OWNER_FILE, write_owner
+from patchheal.harness.engine import containers
+from patchheal.harness.engine.orphans import OWNER_FILE, write_owner
 from patchheal.loop.checkpoints import discard_checkpoints, load_checkpoints
 from patchheal.loop.controls import ControlReader
 from patchheal.loop.heartbeat import LockHeartbeat
@@ -413,7 +413,7 @@ def _lock_data(lock: LockRow) -> dict[str, object]:
 
 def _remove_leftovers(harness: Harness, store_url: str) -> None:
     """What killed runs of this store left: temp dirs, and containers when Docker was used."""
-    from patchheal.harness import leftovers
+    from patchheal.harness.engine import leftovers
 
     client = None
     if harness.name.startswith(("docker", "compose")) and containers.docker_reachable():

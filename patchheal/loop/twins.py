@@ -4,7 +4,7 @@ After a passing verification run chosen at random, one more run of the same
 command in the same tree, in which every protected test module is compiled,
 in the step's memory, from its twin (`oracle/mutate.py`: one top-level
 assertion of each made impossible, a fresh test that must fail): the changes
-travel in a blob every run gets alike (`harness/twinchannel.py`) to the
+travel in a blob every run gets alike (`harness/results/twinchannel.py`) to the
 collector that applies them at import (`collectors/patchheal_twin.py`). No
 file changes on disk. This gathers what the twin was told and what its run
 gave (`verdict/evidence.py`'s `TwinEvidence`) and decides nothing:
@@ -25,8 +25,8 @@ from pathlib import Path
 
 from patchheal.config import BudgetSpec, StepSpec
 from patchheal.errors import HarnessError
-from patchheal.harness import twinchannel
 from patchheal.harness.base import Harness
+from patchheal.harness.results import twinchannel
 from patchheal.loop.twinplan import Plan, expand, plan, protected_tests
 from patchheal.models import CommandResult, Failure, TestResults, Verdict
 from patchheal.oracle.mutate import FileTwin, Mutation, twin_file

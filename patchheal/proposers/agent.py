@@ -30,7 +30,7 @@ from patchheal import proc
 from patchheal.config import JobSpec
 from patchheal.errors import StepTimeout
 from patchheal.evidence.build import render_context
-from patchheal.harness import leftovers
+from patchheal.harness.engine import leftovers
 from patchheal.models import Candidate
 from patchheal.proposers.base import ProposalRequest
 from patchheal.proposers.config import AgentConfig

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from patchheal.config import JobSpec
 from patchheal.errors import SpecError
-from patchheal.harness.untrusted import read_regular
+from patchheal.harness.results.untrusted import read_regular
 from patchheal.models import Candidate
 from patchheal.proposers.base import ProposalRequest
 from patchheal.proposers.config import PatchfilesConfig

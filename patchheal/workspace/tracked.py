@@ -19,7 +19,7 @@ import hashlib
 from pathlib import Path
 
 from patchheal import proc
-from patchheal.harness.untrusted import glob_matches
+from patchheal.harness.results.untrusted import glob_matches
 
 # path -> its state: content digest and exec bit, a symlink's target, or absent.
 TrackedState = dict[str, str]

@@ -23,7 +23,7 @@ from pathlib import Path
 from patchheal.config import BudgetSpec, PolicySpec, StepSpec
 from patchheal.gates.policy import check_candidate
 from patchheal.harness.base import Harness
-from patchheal.harness.local import LocalHarness
+from patchheal.harness.local.harness import LocalHarness
 from patchheal.loop.reproduce import Reproduction, reproduce
 from patchheal.loop.verification import verify
 from patchheal.models import PATCHABLE_CLASSES, Outcome

@@ -1,0 +1,92 @@
+"""Host directories a container reads, made readable by its user wherever they live.
+
+A step or sandbox container runs as an unprivileged user (the worktree's
+owner, or uid 1000 when root owns it: `sandbox.resolve_user`). What it must
+read from the host (the wheelhouse, the npm cache, the collectors) is bind
+mounted at a container-owned path under /opt/patchheal, never at its host
+path: the image's own /root is 0700, so a host path under a root's home
+(`HOME=/root`, the usual CI container) would be a directory the container
+user cannot traverse. The directories' modes must let that user read them
+too, whatever the umask they were written with (077 makes pip's downloads
+0600), so the owner-only bits are widened to everyone's read (and search).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import stat
+from pathlib import Path
+
+# Container paths of what the host lends a container, read-only.
+WHEELHOUSE = "/opt/patchheal/wheelhouse"
+NPM_CACHE = "/opt/patchheal/npm-cache"
+
+
+def share_readable(root: Path) -> None:
+    """Add read (and, for directories and executables, search) bits for everyone under `root`.
+
+    Only bits are added, never removed; a symlink is left alone (its target
+    is what a container would read, and it is judged where it lies).
+    """
+    for folder, dirs, files in os.walk(root):
+        _add(Path(folder), 0o555)
+        for name in files:
+            path = Path(folder) / name
+            if not path.is_symlink():
+                mode = path.lstat().st_mode
+                _add(path, 0o555 if mode & stat.S_IXUSR else 0o444)
+        for name in dirs:
+            if (Path(folder) / name).is_symlink():
+                dirs.remove(name)
+
+
+def readable_by_all(root: Path) -> bool:
+    """Whether every directory and file under `root` is readable by any user."""
+    for folder, _dirs, files in os.walk(root):
+        if stat.S_IMODE(Path(folder).stat().st_mode) & 0o005 != 0o005:
+            return False
+        for name in files:
+            if stat.S_IMODE((Path(folder) / name).stat().st_mode) & 0o004 == 0:
+                return False
+    return True
+
+
+def shared_copy(source: Path, cache: Path) -> Path:
+    """`source` itself when any user can read it, else a readable copy of it under `cache`.
+
+    The copy is keyed by the content (names and bytes), so an upgraded
+    source gets a fresh copy and an unchanged one is copied once.
+    """
+    if readable_by_all(source):
+        return source
+    digest = hashlib.sha256()
+    for path in sorted(p for p in source.rglob("*") if p.is_file()):
+        digest.update(str(path.relative_to(source)).encode() + b"\0" + path.read_bytes())
+    target = cache / f"{source.name}-{digest.hexdigest()[:16]}"
+    if not target.is_dir():
+        staging = cache / f".{target.name}.{os.getpid()}"
+        shutil.rmtree(staging, ignore_errors=True)
+        shutil.copytree(source, staging, ignore=shutil.ignore_patterns("__pycache__"))
+        share_readable(staging)
+        try:
+            staging.rename(target)
+        except OSError:  # another process made it first
+            shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def collectors_source() -> Path:
+    """The collectors' folder to mount: the package's own, or a copy any user can read when
+    patchheal was installed with a private umask (the step's user is often not its owner)."""
+    from patchheal.harness.images.build import cache_dir
+    from patchheal.harness.results.channel import COLLECTORS
+
+    return shared_copy(COLLECTORS, cache_dir() / "collectors")
+
+
+def _add(path: Path, bits: int) -> None:
+    mode = stat.S_IMODE(path.lstat().st_mode)
+    if mode & bits != bits:
+        path.chmod(mode | bits)

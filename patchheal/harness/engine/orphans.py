@@ -1,0 +1,186 @@
+"""Finding what patchheal left behind: containers, volumes, networks and temp images
+whose owning process is gone, and job workspaces that no live run owns.
+
+Everything patchheal creates in the engine carries `containers.owner_labels`
+(pid, the pid's start time, host), so an owner that was `kill -9`ed is told
+apart from a live one even after its pid was reused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from patchheal import proc
+from patchheal.atomic import atomic_write
+from patchheal.harness.engine import containers, leftovers
+from patchheal.harness.images import build as images
+
+if TYPE_CHECKING:
+    from docker import DockerClient
+
+OWNER_FILE = "owner.json"
+
+
+@dataclass(frozen=True)
+class Orphan:
+    """One thing `gc` would remove, and why."""
+
+    kind: str  # container, volume, network, image, workspace
+    name: str
+    reason: str
+    handle: Any = None
+
+
+def _why(labels: dict[str, str]) -> str:
+    job = labels.get(containers.LABEL_JOB, "?")
+    return f"job {job}, owner pid {labels.get(containers.LABEL_PID, '?')} is gone"
+
+
+def engine_orphans(client: DockerClient, store: str | None = None) -> list[Orphan]:
+    """Labelled containers, volumes and networks whose owner is gone; abandoned temp images.
+    Objects labelled with a store other than `store` are that store's to remove."""
+    flt = {"label": containers.LABEL}
+    found: list[Orphan] = []
+    for container, why in leftovers.dead_containers(client, store):
+        found.append(Orphan("container", str(getattr(container, "name", "?")), why, container))
+    for network in containers.call(client.networks.list, filters=flt):
+        labels = network.attrs.get("Labels") or {}
+        if leftovers.ours(labels, store) and not containers.owner_alive(labels):
+            found.append(Orphan("network", network.name, _why(labels), network))
+    for volume in containers.call(client.volumes.list, filters=flt):
+        labels = volume.attrs.get("Labels") or {}
+        if leftovers.ours(labels, store) and not containers.owner_alive(labels):
+            found.append(Orphan("volume", volume.name, _why(labels), volume))
+    if not _any_build_running():
+        for image in containers.call(client.images.list, name=f"{images.REPOSITORY}-tmp/*"):
+            for tag in (t for t in image.tags if t.startswith(f"{images.REPOSITORY}-tmp/")):
+                found.append(Orphan("image", tag, "temporary tag of an interrupted build"))
+    return found
+
+
+def dependency_images(client: DockerClient) -> list[Orphan]:
+    """Every cached dependency image not used by a container (caches, rebuilt on demand)."""
+    from patchheal.harness.setup.deps import DEPS_REPOSITORY
+
+    used = {c.image.id for c in containers.call(client.containers.list, all=True) if c.image}
+    return [
+        Orphan("image", tag, "cached dependency image")
+        for image in containers.call(client.images.list, name=f"{DEPS_REPOSITORY}/*")
+        if image.id not in used
+        for tag in image.tags
+        if tag.startswith(f"{DEPS_REPOSITORY}/")  # the same image may carry other tags
+    ]
+
+
+def _any_build_running() -> bool:
+    """True when another process holds one of the build locks."""
+    lock_dir = images.cache_dir() / "locks"
+    for path in lock_dir.glob("*.lock") if lock_dir.is_dir() else []:
+        with path.open("a") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            fcntl.flock(handle, fcntl.LOCK_UN)
+    return False
+
+
+def remove(client: DockerClient, orphan: Orphan) -> None:
+    """Remove one engine orphan; never raises (gc goes on with the rest)."""
+    from patchheal.harness.compose.harness import remove_network, remove_volume
+
+    if orphan.kind == "container":
+        containers.teardown(orphan.handle, grace=0)
+    elif orphan.kind == "network":
+        remove_network(orphan.handle)
+    elif orphan.kind == "volume":
+        remove_volume(client, orphan.name)
+    elif orphan.kind == "image":
+        with contextlib.suppress(Exception):
+            images.remove_image(client, orphan.name)
+
+
+# -- workspaces -----------------------------------------------------------------------
+
+
+def write_owner(job_dir: Path) -> None:
+    """Mark a workspace as owned by this process (temp file + rename)."""
+    job_dir.mkdir(parents=True, exist_ok=True)
+    pid = os.getpid()
+    data = {
+        containers.LABEL_PID: str(pid),
+        containers.LABEL_START: str(proc.process_start(pid) or ""),
+        containers.LABEL_HOST: socket.gethostname(),
+    }
+    atomic_write(job_dir / OWNER_FILE, json.dumps(data))
+
+
+def live_worktrees(client: DockerClient | None) -> set[str]:
+    """Worktree paths that a container of a live owner has mounted."""
+    if client is None:
+        return set()
+    flt = {"label": containers.LABEL_WORKTREE}
+    return {
+        c.labels[containers.LABEL_WORKTREE]
+        for c in containers.call(client.containers.list, all=True, filters=flt)
+        if containers.owner_alive(c.labels)
+    }
+
+
+def stale_workspaces(
+    root: Path, *, db: str | None, mounted: set[str]
+) -> Iterator[tuple[Path, str | None]]:
+    """Each job workspace under `root` with the reason it is stale, or None if it is kept."""
+    if not root.is_dir():
+        return
+    with _store(db) as store:
+        for job_dir in sorted(p for p in root.iterdir() if p.is_dir()):
+            yield job_dir, _judge(job_dir, store, mounted)
+
+
+def _judge(job_dir: Path, store: Any, mounted: set[str]) -> str | None:
+    from patchheal.workspace.worktrees import TRASH_PREFIX, store_key, workspace_job
+
+    if job_dir.name.startswith(TRASH_PREFIX):
+        return "its run died while deleting it"
+    if any(Path(m).is_relative_to(job_dir) for m in mounted):
+        return None  # a live run's container works in it
+    owner = job_dir / OWNER_FILE
+    if owner.is_file():
+        with contextlib.suppress(OSError, ValueError):
+            labels = json.loads(owner.read_text(encoding="utf-8"))
+            if containers.owner_alive(labels):
+                return None
+            return f"its owner pid {labels.get(containers.LABEL_PID)} is gone"
+    job_id, key = workspace_job(job_dir.name)
+    if store is None or (key and key != store_key(store.url)):
+        return None  # another store's workspace: only that store can tell
+    for lock in store.list_locks():
+        if lock.job_id == job_id and store.lock_state(lock)[0] == "live":
+            return None
+    job = store.job(job_id)
+    if job is not None and job.status == "running":
+        return "its run died (job status 'running', no live lock)"
+    return None  # finished and kept on purpose (--keep, takeover, worktree open)
+
+
+@contextlib.contextmanager
+def _store(db: str | None) -> Iterator[Any]:
+    if db is None or ("://" not in db and not Path(db).is_file()):
+        yield None
+        return
+    from patchheal.memory.store import AttemptStore
+
+    store = AttemptStore(db)
+    try:
+        yield store
+    finally:
+        store.close()

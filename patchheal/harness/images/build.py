@@ -1,0 +1,355 @@
+"""Harness images: content-addressed, built offline when no registry answers, health-checked.
+
+The tag is a hash of what builds the image (the [image] table and every file
+beside harness.toml), so an edited recipe gives a new image and an unchanged
+one is never rebuilt. The base image comes from, in order:
+
+1. `ref` already in the engine, or pulled when its registry might be reachable
+   (the registry host resolves or the engine has mirrors: fail fast, no waiting);
+2. a root filesystem of Debian packages made with mmdebstrap (installed with
+   apt-get when missing and we are root), or debootstrap, then imported;
+3. a host-runtime image: an empty root with the host's /usr mounted read-only.
+
+A Dockerfile beside harness.toml is then built on top (`ARG BASE_IMAGE`). Every
+build runs the harness's check in a fresh container before it is tagged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import socket
+import tempfile
+import threading
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from patchheal.errors import ImageBuildError, SpecError
+from patchheal.harness.config import HarnessDef, check_debian_package
+from patchheal.harness.engine import containers
+from patchheal.harness.images import rootfs
+
+if TYPE_CHECKING:
+    from docker import DockerClient
+
+Say = Callable[[str], None]
+
+BUILDER_VERSION = "1"
+REPOSITORY = "patchheal"
+SOURCE_LABEL = "patchheal.source"
+MOUNTS_LABEL = "patchheal.host_mounts"
+
+
+def cache_dir() -> Path:
+    """Where patchheal keeps wheelhouses, npm caches and locks."""
+    if explicit := os.environ.get("PATCHHEAL_CACHE_DIR"):
+        return Path(explicit)
+    if xdg := os.environ.get("XDG_CACHE_HOME"):
+        return Path(xdg) / "patchheal"
+    try:
+        home = Path("~").expanduser()
+    except RuntimeError:  # no HOME and no passwd entry (a bare `docker run -u 1234`)
+        home = Path()
+    if not home.is_absolute():
+        return Path(tempfile.gettempdir()) / f"patchheal-cache-{os.getuid()}"
+    return home / ".cache" / "patchheal"
+
+
+@contextlib.contextmanager
+def file_lock(name: str) -> Iterator[None]:
+    """An exclusive lock shared by every patchheal process of this host."""
+    path = cache_dir() / "locks" / f"{name}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def recipe_hash(defn: HarnessDef, _chain: tuple[str, ...] = ()) -> str:
+    """A hash of everything that builds the image."""
+    digest = hashlib.sha256()
+    recipe = defn.image.model_dump(mode="json")
+    recipe["packages"] = sorted(defn.image.packages)
+    recipe["extra_packages"] = sorted(set(defn.image.extra_packages))
+    # Keys added later are left out while unset, so existing images keep their tags.
+    for key in ("harness", "extra_packages"):
+        if not recipe.get(key):
+            recipe.pop(key, None)
+    digest.update(json.dumps([BUILDER_VERSION, recipe], sort_keys=True).encode())
+    if defn.image.harness:
+        # A rebuilt base harness must give this one a new tag too.
+        if defn.name in _chain:
+            raise ImageBuildError(f"[image] harness loops: {' → '.join([*_chain, defn.name])}")
+        digest.update(recipe_hash(_base_harness(defn), (*_chain, defn.name)).encode())
+    if defn.image.dockerfile and defn.path is not None:
+        for path in sorted(p for p in defn.path.rglob("*") if p.is_file()):
+            if path.name != "harness.toml":
+                digest.update(str(path.relative_to(defn.path)).encode() + b"\0")
+                digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def _base_harness(defn: HarnessDef) -> HarnessDef:
+    from patchheal.harness.definitions import load_harness
+
+    assert defn.image.harness is not None
+    # Looked up from the folder the definition lives in, so a repository's own
+    # harnesses/ can base one harness on another.
+    repo = defn.path.parent.parent if defn.path is not None else None
+    # A job's packages go into the Debian base the chain starts from.
+    return with_packages(load_harness(defn.image.harness, repo), defn.image.extra_packages)
+
+
+def with_packages(defn: HarnessDef, packages: Sequence[str]) -> HarnessDef:
+    """`defn` with a job's Debian `packages` added to its image (`[job] packages`): an image
+    of its own, built offline from Debian's packages like the base, tagged by the sorted
+    list with the rest of the recipe, so the same list reuses it."""
+    if not packages:
+        return defn
+    if defn.kind != "docker":
+        raise SpecError(
+            f"[job] packages: harness {defn.name!r} is a {defn.kind} harness; job packages go "
+            "into a docker harness's image (its [compose] base harness's, in its definition)"
+        )
+    for name in packages:
+        try:
+            check_debian_package(name)
+        except ValueError as exc:
+            raise SpecError(f"[job] packages: {exc}") from None
+    wanted = tuple(sorted({*defn.image.extra_packages, *packages}))
+    return defn.model_copy(
+        update={"image": defn.image.model_copy(update={"extra_packages": wanted})}
+    )
+
+
+def image_tag(defn: HarnessDef) -> str:
+    return f"{REPOSITORY}/{defn.name}:{recipe_hash(defn)[:16]}"
+
+
+def exists(client: DockerClient, ref: str) -> bool:
+    import docker.errors
+
+    try:
+        containers.call(client.images.get, ref)
+    except docker.errors.ImageNotFound:
+        return False
+    return True
+
+
+def host_mounts(client: DockerClient, image: str) -> list[str]:
+    """Host paths a host-runtime image needs mounted read-only; [] for ordinary images."""
+    labels = containers.call(client.images.get, image).labels or {}
+    return [p for p in labels.get(MOUNTS_LABEL, "").split(",") if p]
+
+
+def ensure_image(
+    client: DockerClient,
+    defn: HarnessDef,
+    *,
+    say: Say = lambda _msg: None,
+    from_scratch: bool = False,
+) -> str:
+    """The harness image's tag, built (and health-checked) if missing.
+
+    `from_scratch` ignores every cache, including a local copy of `ref`, and
+    builds under a throwaway tag that the caller removes (`remove_image`).
+    """
+    final = image_tag(defn)
+    if not from_scratch and exists(client, final):
+        return final
+    with file_lock(final.replace("/", "_").replace(":", "_")):
+        if not from_scratch and exists(client, final):
+            return final
+        scratch = f"{REPOSITORY}-tmp/{defn.name}:{uuid.uuid4().hex[:12]}"
+        base, source = _base_image(client, defn, scratch + "-base", say, from_scratch)
+        built = base
+        try:
+            if defn.dockerfile_path is not None:
+                built = _build_dockerfile(client, defn, base, scratch, say)
+            health_check(client, defn, built, say)
+            if from_scratch:
+                if built == base:
+                    containers.call(client.images.get(base).tag, *scratch.split(":"))
+                return scratch
+            containers.call(client.images.get(built).tag, *final.split(":"))
+            say(f"image {final} ready (source: {source})")
+            return final
+        finally:
+            # The scratch tag of a Dockerfile build goes too once `final` names the image
+            # (untagging only); a from-scratch build's is the caller's to remove.
+            for leftover in {base, built} - ({scratch} if from_scratch else set()):
+                if leftover.startswith(f"{REPOSITORY}-tmp/"):
+                    remove_image(client, leftover)
+
+
+def remove_image(client: DockerClient, ref: str) -> None:
+    import docker.errors
+
+    with contextlib.suppress(docker.errors.ImageNotFound):
+        containers.call(client.images.remove, ref, force=True)
+
+
+def health_check(client: DockerClient, defn: HarnessDef, image: str, say: Say) -> None:
+    """Run the harness's check as the sandbox would; `ImageBuildError` if it fails."""
+    mounts = ro_binds(host_mounts(client, image))
+    with containers.created(
+        client,
+        name=f"patchheal-check-{uuid.uuid4().hex[:12]}",
+        image=image,
+        command=["/bin/sh", "-c", defn.image.check],
+        labels=containers.owner_labels("image-check", "check"),
+        user="1000:1000",
+        network_mode="none",
+        read_only=True,
+        tmpfs={"/tmp": "rw,exec,nosuid,size=64m,mode=1777"},
+        mounts=mounts,
+        environment={"HOME": "/tmp"},
+    ) as container:
+        done = containers.run_to_completion(container, timeout=120, idle_timeout=120)
+    if done.exit_code != 0:
+        raise ImageBuildError(
+            f"image {image} failed its health check `{defn.image.check}` "
+            f"(exit {done.exit_code}):\n{done.output[-2000:]}"
+        )
+    say(f"health check passed: {defn.image.check}")
+
+
+def ro_binds(paths: list[str]) -> list[object]:
+    from docker.types import Mount
+
+    return [Mount(target=p, source=p, type="bind", read_only=True) for p in paths]
+
+
+def _base_image(
+    client: DockerClient, defn: HarnessDef, scratch: str, say: Say, from_scratch: bool
+) -> tuple[str, str]:
+    spec = defn.image
+    if spec.harness:
+        base = ensure_image(client, _base_harness(defn), say=say)
+        return base, f"harness {spec.harness}"
+    # A job's packages ([job] packages) are Debian's: such an image is built from them.
+    ref = spec.ref if not spec.extra_packages else None
+    if ref and not from_scratch and exists(client, ref):
+        return ref, "local"
+    if ref and not from_scratch and spec.pull != "never" and _pull(client, spec, say):
+        return ref, "pull"
+    if spec.pull == "always" and ref:
+        raise ImageBuildError(f"cannot pull {ref} and [image] pull = 'always'")
+    base_packages = spec.packages or _default_packages(defn)
+    packages = (*base_packages, *(p for p in spec.extra_packages if p not in base_packages))
+    with tempfile.TemporaryDirectory(prefix="patchheal-rootfs-") as tmp:
+        tarball = Path(tmp) / "rootfs.tar"
+        source, mounts = rootfs.build(tarball, spec.suite, spec.mirror, packages, say)
+        say(f"importing the {source} root filesystem as {scratch}")
+        changes = [
+            "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            "WORKDIR /workspace",
+            'CMD ["/bin/sh"]',
+            f"LABEL {containers.LABEL}=1 {SOURCE_LABEL}={source} {MOUNTS_LABEL}={','.join(mounts)}",
+        ]
+        repository, tag = scratch.split(":")
+        try:
+            containers.call(
+                client.api.import_image,
+                src=str(tarball),
+                repository=repository,
+                tag=tag,
+                changes=changes,
+            )
+        except Exception as exc:
+            raise ImageBuildError(f"docker import of the root filesystem failed: {exc}") from None
+    if not exists(client, scratch):
+        raise ImageBuildError(f"docker import did not produce {scratch}")
+    return scratch, source
+
+
+def _default_packages(defn: HarnessDef) -> tuple[str, ...]:
+    if defn.image.ref and "node" in defn.image.ref:
+        return ("nodejs", "npm", "git", "ca-certificates")
+    return ("python3", "python3-venv", "python3-pip", "git", "ca-certificates")
+
+
+def registry_might_be_reachable(client: DockerClient, ref: str) -> bool:
+    """Fail fast: the engine has mirrors, or the registry's host name resolves (2 s)."""
+    with contextlib.suppress(Exception):
+        if (containers.call(client.info).get("RegistryConfig") or {}).get("Mirrors"):
+            return True
+    first = ref.split("/", 1)[0]
+    host = first if "/" in ref and ("." in first or ":" in first or first == "localhost") else None
+    host = (host or "registry-1.docker.io").split(":")[0]
+    found: list[bool] = []
+
+    def resolve() -> None:
+        with contextlib.suppress(OSError):
+            found.append(bool(socket.getaddrinfo(host, 443)))
+
+    worker = threading.Thread(target=resolve, daemon=True)
+    worker.start()
+    worker.join(2.0)
+    return bool(found and found[0])
+
+
+def _pull(client: DockerClient, spec: object, say: Say) -> bool:
+    import docker.errors
+
+    ref = str(getattr(spec, "ref", ""))
+    if getattr(spec, "pull", "auto") == "auto" and not registry_might_be_reachable(client, ref):
+        say(f"no registry reachable for {ref}; building the image offline")
+        return False
+    say(f"pulling {ref}")
+    repository, _, tag = ref.rpartition(":") if ":" in ref.split("/")[-1] else (ref, "", "latest")
+    try:
+        containers.call(client.images.pull, repository, tag=tag)
+    except (docker.errors.APIError, docker.errors.DockerException) as exc:
+        say(f"pull of {ref} failed ({str(exc)[:160]}); building the image offline")
+        return False
+    return True
+
+
+def _build_dockerfile(client: DockerClient, defn: HarnessDef, base: str, tag: str, say: Say) -> str:
+    import docker.errors
+
+    assert defn.path is not None
+    assert defn.image.dockerfile is not None
+    say(f"building {defn.image.dockerfile} on {base}")
+    try:
+        containers.call(
+            client.images.build,
+            path=str(defn.path),
+            dockerfile=defn.image.dockerfile,
+            tag=tag,
+            buildargs={"BASE_IMAGE": base},
+            network_mode="none" if defn.sandbox.setup_network == "none" else "bridge",
+            pull=False,
+            rm=True,
+            forcerm=True,
+            labels={containers.LABEL: "1"},
+        )
+    except docker.errors.BuildError as exc:
+        lines = [str(item.get("stream") or item.get("error") or "") for item in exc.build_log]
+        raise ImageBuildError(
+            f"building {defn.dockerfile_path} failed: {exc.msg}\n{''.join(lines)[-3000:]}"
+        ) from None
+    except docker.errors.APIError as exc:
+        raise ImageBuildError(f"building {defn.dockerfile_path} failed: {exc}") from None
+    return tag
+
+
+__all__ = [
+    "cache_dir",
+    "ensure_image",
+    "file_lock",
+    "health_check",
+    "host_mounts",
+    "image_tag",
+    "remove_image",
+    "with_packages",
+]
