@@ -46,7 +46,7 @@ from pathlib import Path
 
 from patchheal.harness.definitions import load_harness
 from patchheal.harness.docker.harness import DockerHarness
-from patchheal.harness.engine import containers, sandbox
+from patchheal.harness.engine import containers, dockerapi, sandbox
 from patchheal.harness.engine.session import run_argv
 from patchheal.harness.images import build as images
 from patchheal.harness.local.harness import LocalHarness
@@ -164,7 +164,7 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--skip-image-build", action="store_true")
     args = parser.parse_args()
-    client = containers.engine()
+    client = dockerapi.engine()
     defn = load_harness("python")
     one_time: dict[str, float] = {}
     if not args.skip_image_build:
@@ -175,7 +175,7 @@ def main() -> None:
             tag = images.ensure_image(client, defn, from_scratch=True)
 
         one_time["base image from nothing (mmdebstrap+import+check)"] = timed(scratch)
-        images.remove_image(client, tag)
+        containers.remove_image(client, tag)
     one_time["base image, cached (lookup)"] = timed(lambda: images.ensure_image(client, defn))
 
     with tempfile.TemporaryDirectory(prefix="bench-harness-") as tmp:
@@ -227,7 +227,7 @@ def main() -> None:
                     noop.append(timed(partial(h.run, "true", tree, timeout=60, idle_timeout=60)))
                 breakdown = phases(h, tree)
             h.close()
-        images.remove_image(client, deps_image)  # a benchmark-only fingerprint: do not keep it
+        containers.remove_image(client, deps_image)  # a benchmark-only fingerprint: do not keep it
 
     base = median(bare)
     print(f"\nstep: `{STEP}` on the demo project + one 2 s test, {args.reps} reps, medians\n")

@@ -30,7 +30,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from patchheal.harness.local.harness import LocalHarness
-from patchheal.harness.results.channel import COLLECTORS, ResultsChannel
+from patchheal.harness.results.channel import ResultsChannel
+from patchheal.harness.results.collectors import COLLECTORS
 from tests.tripwire_battery import CASES
 from tests.verdict_battery import Judged, evaluate
 

@@ -24,7 +24,8 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-from patchheal.harness.results.channel import COLLECTORS, ResultsChannel
+from patchheal.harness.results.channel import ResultsChannel
+from patchheal.harness.results.collectors import COLLECTORS
 from patchheal.models import TestResults
 
 

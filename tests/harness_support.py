@@ -13,13 +13,13 @@ import pytest
 
 from patchheal.harness.config import HarnessDef
 from patchheal.harness.definitions import load_harness
-from patchheal.harness.engine import containers
+from patchheal.harness.engine import dockerapi, ownership
 from patchheal.harness.images import build as images
 
 
 @pytest.fixture(scope="session")
 def engine(require_docker: None) -> Any:
-    client = containers.engine()
+    client = dockerapi.engine()
     yield client
     client.close()
 
@@ -37,7 +37,7 @@ def python_image(engine: Any, python_def: HarnessDef) -> str:
 
 def labelled(engine: Any, job_id: str) -> dict[str, list[str]]:
     """Containers, networks and volumes of a job that still exist."""
-    flt = {"label": f"{containers.LABEL_JOB}={job_id}"}
+    flt = {"label": f"{ownership.LABEL_JOB}={job_id}"}
     return {
         "containers": [c.name for c in engine.containers.list(all=True, filters=flt)],
         "networks": [n.name for n in engine.networks.list(filters=flt)],

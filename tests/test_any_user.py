@@ -28,8 +28,7 @@ from harness_support import engine, python_def, python_image
 from packaging.requirements import Requirement
 
 import patchheal
-from patchheal.harness.engine import containers
-from patchheal.harness.images import build as images
+from patchheal.harness.engine import containers, dockerapi
 
 __all__ = ["engine", "python_def", "python_image"]
 
@@ -97,9 +96,9 @@ def _base_env() -> dict[str, str]:
 def _assert_fixed(healed: subprocess.CompletedProcess[str]) -> None:
     """The heal ended `fixed` after a real setup; its dependency image is removed."""
     tags = re.findall(r"installing dependencies into (patchheal-deps/\S+)", healed.stderr)
-    client = containers.engine()
+    client = dockerapi.engine()
     for tag in tags:
-        images.remove_image(client, tag)
+        containers.remove_image(client, tag)
     client.close()
     assert healed.returncode == 0, healed.stdout[-2000:] + healed.stderr[-4000:]
     assert tags, healed.stderr[-2000:]

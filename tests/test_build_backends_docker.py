@@ -22,7 +22,7 @@ from harness_support import engine, outcomes_by_id, python_def, python_image
 
 from patchheal.harness.config import HarnessDef
 from patchheal.harness.docker.harness import DockerHarness
-from patchheal.harness.images import build as images
+from patchheal.harness.engine import containers
 from patchheal.workspace.worktrees import JobWorkspace
 
 __all__ = ["engine", "python_def", "python_image"]
@@ -149,7 +149,7 @@ def test_a_projects_own_backend_and_pins_install_offline_and_report_by_id(
         (Path(tree) / "src/shapes/rect.py").write_text(FIXED)
         after = outcomes_by_id(h, tree, "python -m pytest -q tests", exit_code=0)
         assert set(after.values()) == {"passed"}, after
-        images.remove_image(h.client, h.run_image(tree))
+        containers.remove_image(h.client, h.run_image(tree))
     finally:
         h.close()
         workspace.destroy()

@@ -20,8 +20,9 @@ import pytest
 
 from patchheal.config import BudgetSpec, StepSpec
 from patchheal.errors import HarnessError
+from patchheal.harness.engine import containers
 from patchheal.harness.local.harness import LocalHarness
-from patchheal.harness.results.channel import COLLECTORS
+from patchheal.harness.results.collectors import COLLECTORS
 from patchheal.loop.reproduce import reproduce
 from patchheal.loop.verification import verify
 from patchheal.models import Outcome
@@ -271,7 +272,6 @@ def test_docker_harness_old_pytest_real_fix_is_fixed(
 
     from patchheal.harness.definitions import load_harness
     from patchheal.harness.docker.harness import DockerHarness
-    from patchheal.harness.images import build as images
 
     repo = make_repo(OLD_PYTEST_PROJECT)
     # A nonce: another session's dependency image must not stand in for this one.
@@ -282,4 +282,4 @@ def test_docker_harness_old_pytest_real_fix_is_fixed(
     finally:
         dependency_image = harness.run_image(repo)
         harness.close()
-        images.remove_image(harness.client, dependency_image)
+        containers.remove_image(harness.client, dependency_image)

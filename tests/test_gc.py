@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from harness_support import engine, labelled, python_def, python_image, python_project
 
-from patchheal.harness.engine import containers
+from patchheal.harness.engine import containers, ownership
 from patchheal.workspace.worktrees import worktree_root
 from tests.healjobs import workspace_of
 
@@ -43,12 +43,12 @@ def patchheal(*args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
 
 def wait_for_container(client: Any, job_id: str, proc: subprocess.Popen[str]) -> None:
     deadline = time.monotonic() + 150
-    flt = {"label": f"{containers.LABEL_JOB}={job_id}", "status": "running"}
+    flt = {"label": f"{ownership.LABEL_JOB}={job_id}", "status": "running"}
     while time.monotonic() < deadline:
         running = [
             c
             for c in client.containers.list(filters=flt)
-            if c.labels.get(containers.LABEL_PURPOSE, "").startswith("run")
+            if c.labels.get(ownership.LABEL_PURPOSE, "").startswith("run")
         ]
         if running:
             return
@@ -147,8 +147,8 @@ def test_gc_cleans_up_after_a_killed_heal(
 def test_gc_leaves_a_live_owner_alone(engine: Any, python_image: str) -> None:
     job_id = f"gc-live-{os.getpid()}"
     container = engine.containers.create(
-        python_image, ["sleep", "60"], name=containers.container_name(job_id, "run"),
-        labels=containers.owner_labels(job_id, "run"),
+        python_image, ["sleep", "60"], name=ownership.container_name(job_id, "run"),
+        labels=ownership.owner_labels(job_id, "run"),
     )  # fmt: skip
     try:
         done = patchheal("gc")
@@ -191,9 +191,9 @@ def test_gc_removes_a_workspace_whose_run_died_while_deleting_it(require_docker:
 # containers, then exits (as after a kill): its owner pid is dead.
 _LEAVE = (
     "import json, sys; from patchheal.harness import containers, leftovers; "
-    "containers.set_store(sys.argv[1]); "
+    "ownership.set_store(sys.argv[1]); "
     "print(json.dumps([str(leftovers.make_temp_dir('patchheal-sources-')), "
-    "containers.owner_labels(sys.argv[2], 'run')]))"
+    "ownership.owner_labels(sys.argv[2], 'run')]))"
 )
 
 
@@ -222,9 +222,9 @@ def test_gc_dry_run_lists_only_the_leftovers_of_the_store_it_is_pointed_at(
                 capture_output=True, text=True, check=True, env=env,
             )  # fmt: skip
             temp_dir, labels = json.loads(made.stdout)
-            assert labels[containers.LABEL_STORE] == key
+            assert labels[ownership.LABEL_STORE] == key
             flags = [f"--label={k}={v}" for k, v in labels.items()]
-            container = containers.container_name(job_id, "run")
+            container = ownership.container_name(job_id, "run")
             left[name] = (db, container, temp_dir)
             subprocess.run(
                 ["docker", "create", "--name", container, *flags, python_image, "true"],

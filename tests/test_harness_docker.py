@@ -15,8 +15,7 @@ from harness_support import engine, labelled, python_def, python_image, python_p
 from patchheal.harness.base import Harness
 from patchheal.harness.config import HarnessDef
 from patchheal.harness.docker.harness import DockerHarness
-from patchheal.harness.engine import containers
-from patchheal.harness.images import build as images
+from patchheal.harness.engine import containers, ownership
 
 __all__ = ["engine", "python_def", "python_image"]
 
@@ -227,9 +226,9 @@ def test_container_gone_after_success_failure_and_interrupt(
 
 
 def test_a_stale_same_name_container_is_replaced(harness: DockerHarness, tree: Path) -> None:
-    name = containers.container_name(harness.job_id, harness.purpose(tree.resolve()))
+    name = ownership.container_name(harness.job_id, harness.purpose(tree.resolve()))
     harness.client.containers.create(
-        harness.image(), ["sleep", "60"], name=name, labels={containers.LABEL: "1"}
+        harness.image(), ["sleep", "60"], name=name, labels={ownership.LABEL: "1"}
     )
     result = run(harness, tree, "echo fresh")
     assert result.exit_code == 0
@@ -258,7 +257,7 @@ def test_setup_runs_once_per_dependency_fingerprint(
     second.prepare(repo)
     assert second.run_image(repo) == first.run_image(repo)
     assert not any("installed-once" in s for s in said)
-    images.remove_image(second.client, second.run_image(repo))
+    containers.remove_image(second.client, second.run_image(repo))
     second.close()
 
 
@@ -317,6 +316,6 @@ def test_a_bare_pytest_after_setup_is_the_job_environments(
         assert "/opt/patchheal/venv/bin/pytest\n" in result.output
         assert "/opt/patchheal/venv/bin/py.test\n" in result.output
         assert "1 passed" in result.output
-        images.remove_image(h.client, h.run_image(repo))
+        containers.remove_image(h.client, h.run_image(repo))
     finally:
         h.close()

@@ -19,7 +19,7 @@ from harness_support import engine, python_def, python_image
 from patchheal import proc
 from patchheal.harness.config import HarnessDef
 from patchheal.harness.docker.harness import DockerHarness
-from patchheal.harness.images import build as images
+from patchheal.harness.engine import containers
 from patchheal.workspace import tracked
 from patchheal.workspace.worktrees import JobWorkspace, worktree_diff
 
@@ -153,7 +153,7 @@ def test_setup_builds_a_c_extension(
         )
         assert result.exit_code == 0, result.output
         assert "1 passed" in result.output
-        images.remove_image(h.client, h.run_image(repo))
+        containers.remove_image(h.client, h.run_image(repo))
     finally:
         h.close()
 

@@ -16,7 +16,7 @@ import docker.errors
 import pytest
 from harness_support import engine, python_def, python_image
 
-from patchheal.harness.engine import containers
+from patchheal.harness.engine import ownership
 
 __all__ = ["engine", "python_def", "python_image"]
 
@@ -40,7 +40,7 @@ def test_a_killed_runs_step_container_stops_within_its_timeout(
                     timeout={STEP_TIMEOUT}, idle_timeout={STEP_TIMEOUT})
     """)
     run = subprocess.Popen([sys.executable, "-c", script])
-    flt = {"label": f"{containers.LABEL_JOB}={job_id}", "status": "running"}
+    flt = {"label": f"{ownership.LABEL_JOB}={job_id}", "status": "running"}
     try:
         deadline = time.monotonic() + 600  # a first dependency setup
         while not engine.containers.list(filters=flt):
@@ -58,7 +58,7 @@ def test_a_killed_runs_step_container_stops_within_its_timeout(
         assert stopped_after <= STEP_TIMEOUT + GRACE, stopped_after
     finally:
         for container in engine.containers.list(
-            all=True, filters={"label": f"{containers.LABEL_JOB}={job_id}"}
+            all=True, filters={"label": f"{ownership.LABEL_JOB}={job_id}"}
         ):
             with contextlib.suppress(docker.errors.APIError):  # gone meanwhile (gc, a race)
                 container.remove(force=True)
@@ -81,7 +81,7 @@ def test_a_killed_runs_setup_container_goes_with_it(
         harness.prepare(Path({str(tree)!r}))
     """)
     run = subprocess.Popen([sys.executable, "-c", script])
-    flt = {"label": f"{containers.LABEL_JOB}={job_id}", "status": "running"}
+    flt = {"label": f"{ownership.LABEL_JOB}={job_id}", "status": "running"}
     try:
         deadline = time.monotonic() + 300
         while not engine.containers.list(filters=flt):
@@ -99,7 +99,7 @@ def test_a_killed_runs_setup_container_goes_with_it(
     finally:
         run.kill()
         for container in engine.containers.list(
-            all=True, filters={"label": f"{containers.LABEL_JOB}={job_id}"}
+            all=True, filters={"label": f"{ownership.LABEL_JOB}={job_id}"}
         ):
             with contextlib.suppress(docker.errors.APIError):  # gone meanwhile (gc, a race)
                 container.remove(force=True)

@@ -11,8 +11,7 @@ from harness_support import engine, python_def, python_image, python_project
 
 from patchheal.harness.config import HarnessDef
 from patchheal.harness.docker.harness import DockerHarness
-from patchheal.harness.engine import sandbox
-from patchheal.harness.images import build as images
+from patchheal.harness.engine import containers, dockerapi, sandbox
 from patchheal.workspace.worktrees import JobWorkspace
 
 __all__ = ["engine", "python_def", "python_image"]
@@ -86,10 +85,9 @@ def test_a_candidate_setup_py_never_enters_the_dependency_image(
         memory = int(probe.rsplit("mem=", 1)[1].split()[0])
         assert memory <= sandbox.size_bytes(python_def.sandbox.memory), probe
     finally:
-        images.remove_image(harness.client if harness._client else _engine(), image)
+        containers.remove_image(harness.client if harness._client else _engine(), image)
 
 
 def _engine() -> Any:
-    from patchheal.harness.engine import containers
 
-    return containers.engine()
+    return dockerapi.engine()

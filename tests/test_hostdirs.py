@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from patchheal.harness.engine import hostdirs
-from patchheal.harness.images import build as images
 
 
 def _mode(path: Path) -> int:
@@ -66,9 +65,9 @@ def test_the_cache_folder_needs_no_home(monkeypatch: pytest.MonkeyPatch, tmp_pat
     for name in ("HOME", "XDG_CACHE_HOME", "PATCHHEAL_CACHE_DIR"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(pwd, "getpwuid", no_entry)
-    found = images.cache_dir()
+    found = hostdirs.cache_dir()
     assert found.is_absolute(), found
     assert found.name == f"patchheal-cache-{os.getuid()}"
     monkeypatch.setenv("HOME", "/nonexistent")
     monkeypatch.setenv("PATCHHEAL_CACHE_DIR", str(tmp_path / "c"))
-    assert images.cache_dir() == tmp_path / "c"
+    assert hostdirs.cache_dir() == tmp_path / "c"

@@ -12,6 +12,7 @@ from harness_support import engine, python_def, python_image
 from patchheal.errors import ImageBuildError, SpecError
 from patchheal.harness.config import HarnessDef, load_harness_file
 from patchheal.harness.docker.harness import DockerHarness
+from patchheal.harness.engine import containers, ownership
 from patchheal.harness.images import build as images
 from patchheal.harness.setup import wheelhouse
 
@@ -143,10 +144,10 @@ def test_dockerfile_on_the_offline_base_and_a_failing_build(
         assert tag == images.image_tag(good)
         # The build's throwaway tag goes once the image has its own.
         built = engine.images.get(tag)
-        assert not [t for t in built.tags if t.startswith(f"{images.REPOSITORY}-tmp/")]
+        assert not [t for t in built.tags if t.startswith(f"{ownership.REPOSITORY}-tmp/")]
         assert images.ensure_image(engine, good) == tag  # cached: no second build
     finally:
-        images.remove_image(engine, tag)
+        containers.remove_image(engine, tag)
     bad = harness_dir(tmp_path, toml, {"Dockerfile": "ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\n"
                                        "RUN echo broken-step && exit 4\n"})  # fmt: skip
     with pytest.raises(ImageBuildError, match="broken-step"):
@@ -174,7 +175,7 @@ def test_host_runtime_image_runs_the_hosts_python_read_only(
         result = harness.run(command, tree, timeout=60, idle_timeout=60)
     finally:
         harness.close()
-        images.remove_image(engine, tag)
+        containers.remove_image(engine, tag)
     assert result.output.split()[:2] == ["3", "ro-usr"], result.output
 
 
@@ -197,5 +198,5 @@ def test_rebuild_from_scratch_proves_the_offline_path(
         assert any("health check passed" in s for s in said)
         assert not images.exists(engine, images.image_tag(defn))  # the cache is not touched
     finally:
-        images.remove_image(engine, tag)
+        containers.remove_image(engine, tag)
     assert not images.exists(engine, tag)

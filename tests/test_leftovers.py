@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from patchheal.harness.engine import containers, leftovers
+from patchheal.harness.engine import leftovers, ownership
 from patchheal.workspace.worktrees import store_key
 
 MAKE_DIR = (
     "import sys; from patchheal.harness import containers, leftovers; "
-    "containers.set_store(sys.argv[1] or None); "
+    "ownership.set_store(sys.argv[1] or None); "
     "print(leftovers.make_temp_dir(sys.argv[2]))"
 )
 
@@ -56,11 +56,11 @@ def test_temp_dirs_of_dead_owners_of_this_store_are_removed_after_a_run(
     dead_sources = _dir_of_a_process_that_died(mine, "patchheal-sources-")
     other_store = _dir_of_a_process_that_died(theirs, "patchheal-session-")
     no_store = _dir_of_a_process_that_died("", "patchheal-session-")
-    containers.set_store(mine)
+    ownership.set_store(mine)
     try:
         live = leftovers.make_temp_dir("patchheal-results-")
     finally:
-        containers.set_store(None)
+        ownership.set_store(None)
     unmarked = tmpdir_root / "patchheal-session-old"
     unmarked.mkdir()
     assert {p for p, _ in leftovers.stale_temp_dirs(mine)} == {
@@ -116,11 +116,11 @@ def test_dead_containers_are_judged_by_store(require_docker: None) -> None:
     try:
         for name, store in (("mine", "aaaa"), ("theirs", "bbbb")):
             labels = {
-                containers.LABEL: "1",
-                containers.LABEL_JOB: f"leftovers-{name}",
-                containers.LABEL_PID: dead_pid,
-                containers.LABEL_START: "",
-                containers.LABEL_STORE: store,
+                ownership.LABEL: "1",
+                ownership.LABEL_JOB: f"leftovers-{name}",
+                ownership.LABEL_PID: dead_pid,
+                ownership.LABEL_START: "",
+                ownership.LABEL_STORE: store,
             }
             made.append(
                 client.containers.create(

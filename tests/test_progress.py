@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from patchheal.cli import cli
 from patchheal.commands.progress import Progress
+from patchheal.harness.engine import containers, dockerapi
 from tests.healjobs import FIX, diff_for, make_calc_repo, state_args, write_spec
 
 ANSI = re.compile(r"\x1b\[")
@@ -102,7 +103,6 @@ def test_harness_build_shows_a_long_wait_and_quiet_hides_it(tmp_path: Path) -> N
     import uuid
 
     from patchheal.harness.definitions import load_harness
-    from patchheal.harness.engine import containers
     from patchheal.harness.images import build as images
 
     repo = tmp_path / "proj"
@@ -122,8 +122,8 @@ def test_harness_build_shows_a_long_wait_and_quiet_hides_it(tmp_path: Path) -> N
         done = subprocess.run(
             [*argv, "--repo", str(repo)], capture_output=True, text=True, timeout=600
         )
-        client = containers.engine()
-        images.remove_image(client, images.image_tag(load_harness("slowbuild", repo)))
+        client = dockerapi.engine()
+        containers.remove_image(client, images.image_tag(load_harness("slowbuild", repo)))
         return done
 
     loud = build()

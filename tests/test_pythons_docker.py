@@ -12,6 +12,7 @@ from harness_support import engine, outcomes_by_id
 
 from patchheal.harness.definitions import load_harness
 from patchheal.harness.docker.harness import DockerHarness
+from patchheal.harness.engine import containers
 from patchheal.harness.images import build as images
 from patchheal.harness.inference import pythons
 from patchheal.workspace.worktrees import JobWorkspace
@@ -71,7 +72,7 @@ def test_a_job_on_python_3_9_runs_its_step_on_debian_bullseyes_3_9(
         # collectors loaded: outcomes by id, as on the default Python.
         outcomes = outcomes_by_id(h, tree, "python -m pytest -q test_old.py", exit_code=1)
         assert outcomes == {"test_old.py::test_f": "passed", "test_old.py::test_g": "failed"}
-        images.remove_image(h.client, h.run_image(tree))
+        containers.remove_image(h.client, h.run_image(tree))
     finally:
         h.close()
         workspace.destroy()

@@ -18,7 +18,7 @@ from harness_support import engine, python_def, python_image
 
 from patchheal.harness.config import HarnessDef
 from patchheal.harness.docker.harness import DockerHarness
-from patchheal.harness.engine import containers, sandbox, sweep
+from patchheal.harness.engine import containers, ownership, sandbox, sweep
 from patchheal.workspace.worktrees import JobWorkspace
 
 __all__ = ["engine", "python_def", "python_image"]
@@ -96,7 +96,7 @@ def test_a_process_that_outlives_the_sweep_fails_the_run(engine: Any, python_ima
         image=python_image,
         command=["sleep", "60"],
         user="1000:1000",
-        labels=containers.owner_labels("sweeptest", "sweeptest"),
+        labels=ownership.owner_labels("sweeptest", "sweeptest"),
         network_mode="none",
     ) as container:
         containers.start(container)

@@ -23,7 +23,7 @@ from harness_support import engine, outcomes_by_id, python_def, python_image
 
 from patchheal.harness.config import HarnessDef
 from patchheal.harness.docker.harness import DockerHarness
-from patchheal.harness.images import build as images
+from patchheal.harness.engine import containers
 from patchheal.workspace import tracked
 from patchheal.workspace.worktrees import JobWorkspace, worktree_diff
 
@@ -155,7 +155,7 @@ def test_version_from_tags_and_the_generated_version_file_reach_the_step_not_the
         again = h.run(PROBE, tree, timeout=120, idle_timeout=120)
         assert again.exit_code == 0, again.output
         assert generated.is_file()
-        images.remove_image(h.client, h.run_image(tree))
+        containers.remove_image(h.client, h.run_image(tree))
     finally:
         h.close()
         workspace.destroy()

@@ -17,7 +17,8 @@ import pytest
 
 from patchheal.config import BudgetSpec, StepSpec
 from patchheal.harness.local.harness import LocalHarness
-from patchheal.harness.results.channel import COLLECTORS, ResultsChannel
+from patchheal.harness.results.channel import ResultsChannel
+from patchheal.harness.results.collectors import COLLECTORS
 from patchheal.loop.reproduce import reproduce
 from patchheal.loop.verification import verify
 from patchheal.models import MonitorEvent, Outcome, TestResults

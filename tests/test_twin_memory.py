@@ -25,7 +25,8 @@ from types import ModuleType
 import pytest
 
 from patchheal.harness.results import twinchannel
-from patchheal.harness.results.channel import COLLECTORS, ResultsChannel
+from patchheal.harness.results.channel import ResultsChannel
+from patchheal.harness.results.collectors import COLLECTORS
 from patchheal.loop.twins import told
 from patchheal.models import TestResults
 from patchheal.oracle.mutate import Target, twin_file

@@ -18,7 +18,7 @@ from harness_support import engine, outcomes_by_id, python_def, python_image, py
 
 from patchheal.harness.config import HarnessDef
 from patchheal.harness.docker.harness import DockerHarness
-from patchheal.harness.images import build as images
+from patchheal.harness.engine import containers
 
 __all__ = ["engine", "python_def", "python_image"]
 
@@ -62,7 +62,7 @@ def test_the_pytest_the_project_pins_is_the_one_that_runs(
         assert not any("patchheal provided pytest" in s for s in said)
         outcomes = outcomes_by_id(h, repo, "python -m pytest -q", exit_code=0)
         assert outcomes == {"tests/test_tiny.py::test_double": "passed"}
-        images.remove_image(h.client, h.run_image(repo))
+        containers.remove_image(h.client, h.run_image(repo))
     finally:
         h.close()
 
@@ -92,7 +92,7 @@ def test_a_project_without_a_pytest_requirement_still_runs_pytest(
         assert tuple(map(int, version.split(".")[:2])) >= (8, 0), result.output
         outcomes = outcomes_by_id(h, repo, "python -m pytest -q", exit_code=0)
         assert outcomes == {"tests/test_tiny.py::test_double": "passed"}
-        images.remove_image(h.client, h.run_image(repo))
+        containers.remove_image(h.client, h.run_image(repo))
     finally:
         h.close()
 
@@ -114,7 +114,7 @@ def test_an_unpinned_pytest_requirement_is_not_the_images(
         assert result.exit_code == 0, result.output
         assert "pytest " in result.output
         assert f"pytest {DEBIAN_PYTEST}" not in result.output
-        images.remove_image(h.client, h.run_image(repo))
+        containers.remove_image(h.client, h.run_image(repo))
     finally:
         h.close()
 

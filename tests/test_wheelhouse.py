@@ -20,7 +20,7 @@ from harness_support import engine, python_def, python_image
 from patchheal.errors import DependencySetupError
 from patchheal.harness.config import HarnessDef
 from patchheal.harness.docker.harness import DockerHarness
-from patchheal.harness.images import build as images
+from patchheal.harness.engine import containers
 from patchheal.harness.setup.wheelhouse import build_requirements, download_args, for_python
 from patchheal.workspace.worktrees import JobWorkspace
 
@@ -78,7 +78,7 @@ def test_a_setuptools_scm_project_installs_editable_offline(
         version, value = result.output.split()[-2:]
         assert value == "7"
         assert version.startswith("0.1.dev"), version  # setuptools-scm's, from git
-        images.remove_image(h.client, h.run_image(tree))
+        containers.remove_image(h.client, h.run_image(tree))
     finally:
         h.close()
         workspace.destroy()

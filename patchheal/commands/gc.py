@@ -13,6 +13,7 @@ import shutil
 
 import click
 
+from patchheal.harness.engine import dockerapi
 from patchheal.runs import DEFAULT_DB_SHOWN, default_db
 
 
@@ -33,7 +34,7 @@ from patchheal.runs import DEFAULT_DB_SHOWN, default_db
 @click.option("--json", "as_json", is_flag=True, help="one JSON object per line")
 def gc(dry_run: bool, db: str, prune_images: bool, as_json: bool) -> None:
     """Remove orphaned containers, volumes, networks and stale worktrees."""
-    from patchheal.harness.engine import containers, leftovers, orphans
+    from patchheal.harness.engine import leftovers, orphans
     from patchheal.workspace.worktrees import worktree_root
 
     verb = "would remove" if dry_run else "removed"
@@ -52,8 +53,8 @@ def gc(dry_run: bool, db: str, prune_images: bool, as_json: bool) -> None:
             leftovers.remove_temp_dir(path)
         said("temp dir", str(path), why)
     client = None
-    if containers.docker_reachable():
-        client = containers.engine()
+    if dockerapi.docker_reachable():
+        client = dockerapi.engine()
         found = orphans.engine_orphans(client, store)
         if prune_images:
             found += orphans.dependency_images(client)

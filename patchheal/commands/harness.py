@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from patchheal.commands.harness_explain import explain
+from patchheal.harness.engine import containers, dockerapi
 
 if TYPE_CHECKING:
     from patchheal.commands.progress import Progress
@@ -86,20 +87,19 @@ def build(
     import time
 
     from patchheal.harness.definitions import load_harness
-    from patchheal.harness.engine import containers
     from patchheal.harness.images import build as images
 
     defn = load_harness(name, repo)
     if defn.kind == "compose" and defn.compose is not None:
         defn = load_harness(defn.compose.base, repo)
     defn = with_runtimes(defn, repo, "HEAD", (python, node), None)
-    client = containers.engine()
+    client = dockerapi.engine()
     started = time.monotonic()
     with _progress(f"build {defn.name}") as progress:
         tag = images.ensure_image(client, defn, say=progress.say, from_scratch=rebuild_from_scratch)
     took = time.monotonic() - started
     if rebuild_from_scratch:
-        images.remove_image(client, tag)
+        containers.remove_image(client, tag)
         click.echo(f"built {tag} from scratch in {took:.1f} s, health-checked, removed")
     else:
         click.echo(f"{tag} ({took:.1f} s)")
@@ -113,10 +113,9 @@ def check(name: str, repo: Path | None) -> None:
     import tempfile
 
     from patchheal.harness import definitions, registry
-    from patchheal.harness.engine import containers
 
     defn = definitions.load_harness(name, repo)
-    client = containers.engine()
+    client = dockerapi.engine()
     version = client.version()
     click.echo(f"engine: Docker {version.get('Version')} (API {version.get('ApiVersion')})")
     progress = _progress(f"check {defn.name}")

@@ -71,7 +71,7 @@ def runtime_versions(harness: Harness) -> tuple[str | None, str | None]:
 
 def docker_reachable() -> bool:
     """True when a Docker engine answers a ping within a few seconds."""
-    from patchheal.harness.engine.containers import docker_reachable as reachable
+    from patchheal.harness.engine.dockerapi import docker_reachable as reachable
 
     return reachable()
 

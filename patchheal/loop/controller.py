@@ -29,7 +29,7 @@ from patchheal.errors import (
     Interrupted,
 )
 from patchheal.harness.base import Harness
-from patchheal.harness.engine import containers
+from patchheal.harness.engine import dockerapi, ownership
 from patchheal.harness.engine.orphans import OWNER_FILE, write_owner
 from patchheal.loop.checkpoints import discard_checkpoints, load_checkpoints
 from patchheal.loop.controls import ControlReader
@@ -191,7 +191,7 @@ class HealLoop:
         )
         harness: Harness | None = None
         started = False
-        containers.set_store(store_key(store.url))  # labels tell gc whose leftovers they are
+        ownership.set_store(store_key(store.url))  # labels tell gc whose leftovers they are
         controls = ControlReader(
             store,
             events,
@@ -416,8 +416,8 @@ def _remove_leftovers(harness: Harness, store_url: str) -> None:
     from patchheal.harness.engine import leftovers
 
     client = None
-    if harness.name.startswith(("docker", "compose")) and containers.docker_reachable():
-        client = containers.engine()
+    if harness.name.startswith(("docker", "compose")) and dockerapi.docker_reachable():
+        client = dockerapi.engine()
     try:
         leftovers.after_run(store_key(store_url), client)
     finally:

@@ -34,7 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from patchheal.harness.base import DETERMINISTIC_ENV
-from patchheal.harness.results.channel import COLLECTORS, ResultsChannel
+from patchheal.harness.results.channel import ResultsChannel
+from patchheal.harness.results.collectors import COLLECTORS
 from tests.hostile.cases import Candidate, write_tree
 from tests.hostile.projects import params
 

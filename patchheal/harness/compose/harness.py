@@ -25,13 +25,14 @@ from patchheal.harness.base import OutputSink
 from patchheal.harness.compose import file as composefile
 from patchheal.harness.config import HarnessDef
 from patchheal.harness.docker.harness import COLLECTORS_MOUNT, DockerHarness
-from patchheal.harness.engine import containers, sandbox, treesize
-from patchheal.harness.engine.hostdirs import collectors_source
+from patchheal.harness.engine import containers, dockerapi, ownership, sandbox, treesize
+from patchheal.harness.engine.containers import remove_network, remove_volume
 from patchheal.harness.images import build as images
 from patchheal.harness.images import services
 from patchheal.harness.images.build import Say
 from patchheal.harness.results import volume as resultsvolume
 from patchheal.harness.results.channel import ResultsChannel
+from patchheal.harness.results.collectors import collectors_source
 from patchheal.models import CommandResult
 
 if TYPE_CHECKING:
@@ -178,26 +179,26 @@ class ComposeHarness:
         from docker.types import Mount
 
         size = sandbox.size_bytes(self.base.defn.sandbox.results_size)
-        name = containers.container_name(self.job_id, f"{self.defn.name}-results")
+        name = ownership.container_name(self.job_id, f"{self.defn.name}-results")
         remove_volume(self.client, name)
-        containers.call(
+        dockerapi.call(
             self.client.volumes.create,
             name=name,
             driver="local",
             driver_opts=resultsvolume.tmpfs_options(size),
-            labels=containers.owner_labels(self.job_id, "volume"),
+            labels=ownership.owner_labels(self.job_id, "volume"),
         )
         try:
             with containers.created(
                 self.client,
-                name=containers.container_name(self.job_id, f"{self.defn.name}-keeper"),
+                name=ownership.container_name(self.job_id, f"{self.defn.name}-keeper"),
                 image=image,
                 entrypoint=["sleep", "infinity"],
                 command=[],
                 user=user,
                 network_mode="none",
                 mounts=[Mount(target=resultsvolume.ROOT, source=name, type="volume")],
-                labels=containers.owner_labels(self.job_id, "results-keeper"),
+                labels=ownership.owner_labels(self.job_id, "results-keeper"),
                 mem_limit="64m",
                 pids_limit=8,
                 cap_drop=["ALL"],
@@ -241,14 +242,14 @@ class ComposeHarness:
                 results_dir=in_box,
                 collectors=COLLECTORS_MOUNT,
             ),
-            labels=containers.owner_labels(self.job_id, "step", worktree=str(worktree)),
+            labels=ownership.owner_labels(self.job_id, "step", worktree=str(worktree)),
             host_mounts=images.host_mounts(self.client, image),
             extra_mounts=((str(collectors_source()), COLLECTORS_MOUNT, True),),
             volumes=[resultsvolume.mount(0, source=volume)],
         )
         kwargs.pop("network_mode")
         kwargs.update(self._endpoint(network, self.spec.service))
-        name = containers.container_name(self.job_id, f"{self.defn.name}-{self.spec.service}")
+        name = ownership.container_name(self.job_id, f"{self.defn.name}-{self.spec.service}")
         with (
             containers.created(self.client, name=name, **kwargs) as container,
             treesize.watching(defn.sandbox, worktree, container.kill) as watch,
@@ -268,15 +269,15 @@ class ComposeHarness:
     def _network(self) -> Iterator[str]:
         import docker.errors
 
-        name = containers.container_name(self.job_id, f"{self.defn.name}-net")
+        name = ownership.container_name(self.job_id, f"{self.defn.name}-net")
         for stale in self.client.networks.list(names=[name]):
             remove_network(stale)
-        network = containers.call(
+        network = dockerapi.call(
             self.client.networks.create,
             name,
             driver="bridge",
             internal=True,  # services talk to each other, never to anything outside
-            labels=containers.owner_labels(self.job_id, "network"),
+            labels=ownership.owner_labels(self.job_id, "network"),
         )
         try:
             yield name
@@ -288,7 +289,7 @@ class ComposeHarness:
     def _service(self, service: composefile.Service, network: str) -> Iterator[Container]:
         volumes = [self._volume(source) for source, _ in service.volumes]
         try:
-            labels = containers.owner_labels(self.job_id, f"service-{service.name}")
+            labels = ownership.owner_labels(self.job_id, f"service-{service.name}")
             kwargs: dict[str, Any] = {
                 "image": self._service_image(service),
                 "command": service.command,
@@ -309,7 +310,7 @@ class ComposeHarness:
                 "init": True,
                 **self._endpoint(network, service.name),
             }
-            name = containers.container_name(self.job_id, f"{self.defn.name}-{service.name}")
+            name = ownership.container_name(self.job_id, f"{self.defn.name}-{service.name}")
             with containers.created(
                 self.client, name=name, **{k: v for k, v in kwargs.items() if v is not None}
             ) as container:
@@ -320,10 +321,10 @@ class ComposeHarness:
                 remove_volume(self.client, volume)
 
     def _volume(self, source: str) -> str:
-        name = containers.container_name(self.job_id, f"{self.defn.name}-vol-{source}")
+        name = ownership.container_name(self.job_id, f"{self.defn.name}-vol-{source}")
         remove_volume(self.client, name)
-        labels = containers.owner_labels(self.job_id, "volume")
-        containers.call(self.client.volumes.create, name=name, labels=labels)
+        labels = ownership.owner_labels(self.job_id, "volume")
+        dockerapi.call(self.client.volumes.create, name=name, labels=labels)
         return name
 
     def _wait_ready(self, container: Container, service: composefile.Service, t0: float) -> None:
@@ -367,25 +368,3 @@ def _compose_names() -> tuple[str, ...]:
     from patchheal.harness.compose.file import COMPOSE_FILES
 
     return COMPOSE_FILES
-
-
-def remove_network(network: Any) -> None:
-    """Disconnect whatever is attached, then remove; logs, never raises."""
-    try:
-        network.reload()
-        for attached in network.containers:
-            containers.teardown(attached)
-        network.remove()
-    except Exception as exc:  # teardown must not raise
-        log.warning("removing network %s failed: %s", getattr(network, "name", "?"), exc)
-
-
-def remove_volume(client: DockerClient, name: str) -> None:
-    import docker.errors
-
-    try:
-        client.volumes.get(name).remove(force=True)
-    except docker.errors.NotFound:
-        return
-    except Exception as exc:  # teardown must not raise
-        log.warning("removing volume %s failed: %s", name, exc)

@@ -24,13 +24,13 @@ from typing import TYPE_CHECKING
 
 from patchheal.harness.base import OutputSink
 from patchheal.harness.config import HarnessDef
-from patchheal.harness.engine import containers, sandbox, treesize
-from patchheal.harness.engine.hostdirs import collectors_source
+from patchheal.harness.engine import dockerapi, ownership, sandbox, treesize
 from patchheal.harness.engine.session import SandboxSession
 from patchheal.harness.images import build as images
 from patchheal.harness.images.build import Say
 from patchheal.harness.results import volume as resultsvolume
 from patchheal.harness.results.channel import ResultsChannel
+from patchheal.harness.results.collectors import collectors_source
 from patchheal.harness.setup import deps, generated, scmversion
 from patchheal.harness.setup.sources import CommittedSources
 from patchheal.models import CommandResult
@@ -82,7 +82,7 @@ class DockerHarness:
     @property
     def client(self) -> DockerClient:
         if self._client is None:
-            self._client = containers.engine()
+            self._client = dockerapi.engine()
         return self._client
 
     def image(self, *, from_scratch: bool = False) -> str:
@@ -143,9 +143,9 @@ class DockerHarness:
 
     def _lay_generated(self, worktree: Path, image: str) -> None:
         """Lay what setup generated in the tree over `worktree` (generated.py)."""
-        if image.startswith(f"{deps.DEPS_REPOSITORY}/"):
+        if image.startswith(f"{ownership.DEPS_REPOSITORY}/"):
             if image not in self._generated:
-                labels = containers.owner_labels(self.job_id, "generated-files")
+                labels = ownership.owner_labels(self.job_id, "generated-files")
                 self._generated[image] = generated.load(self.client, image, labels)
             generated.lay_over(worktree, self._generated[image])
 
@@ -208,7 +208,7 @@ class DockerHarness:
             worktree=worktree,
             user=user,
             env=sandbox.environment(self.defn, self.passthrough),
-            labels=containers.owner_labels(self.job_id, purpose, worktree=str(worktree)),
+            labels=ownership.owner_labels(self.job_id, purpose, worktree=str(worktree)),
             host_mounts=images.host_mounts(self.client, image),
             extra_mounts=((str(collectors_source()), COLLECTORS_MOUNT, True),),
             volumes=[resultsvolume.mount(sandbox.size_bytes(self.defn.sandbox.results_size))],
@@ -219,7 +219,7 @@ class DockerHarness:
             box.close()
         session = SandboxSession(
             self.client,
-            name=containers.container_name(self.job_id, purpose),
+            name=ownership.container_name(self.job_id, purpose),
             worktree=worktree,
             user=user,
             workdir=self.defn.sandbox.workdir,

@@ -13,11 +13,19 @@ too, whatever the umask they were written with (077 makes pip's downloads
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
 import shutil
 import stat
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    pass
 
 # Container paths of what the host lends a container, read-only.
 WHEELHOUSE = "/opt/patchheal/wheelhouse"
@@ -77,16 +85,35 @@ def shared_copy(source: Path, cache: Path) -> Path:
     return target
 
 
-def collectors_source() -> Path:
-    """The collectors' folder to mount: the package's own, or a copy any user can read when
-    patchheal was installed with a private umask (the step's user is often not its owner)."""
-    from patchheal.harness.images.build import cache_dir
-    from patchheal.harness.results.channel import COLLECTORS
-
-    return shared_copy(COLLECTORS, cache_dir() / "collectors")
-
-
 def _add(path: Path, bits: int) -> None:
     mode = stat.S_IMODE(path.lstat().st_mode)
     if mode & bits != bits:
         path.chmod(mode | bits)
+
+
+def cache_dir() -> Path:
+    """Where patchheal keeps wheelhouses, npm caches and locks."""
+    if explicit := os.environ.get("PATCHHEAL_CACHE_DIR"):
+        return Path(explicit)
+    if xdg := os.environ.get("XDG_CACHE_HOME"):
+        return Path(xdg) / "patchheal"
+    try:
+        home = Path("~").expanduser()
+    except RuntimeError:  # no HOME and no passwd entry (a bare `docker run -u 1234`)
+        home = Path()
+    if not home.is_absolute():
+        return Path(tempfile.gettempdir()) / f"patchheal-cache-{os.getuid()}"
+    return home / ".cache" / "patchheal"
+
+
+@contextlib.contextmanager
+def file_lock(name: str) -> Iterator[None]:
+    """An exclusive lock shared by every patchheal process of this host."""
+    path = cache_dir() / "locks" / f"{name}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

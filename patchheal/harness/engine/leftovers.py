@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from patchheal.atomic import atomic_write
-from patchheal.harness.engine import containers
+from patchheal.harness.engine import containers, dockerapi, ownership
 
 if TYPE_CHECKING:
     from docker import DockerClient
@@ -45,7 +45,7 @@ TEMP_PREFIXES = (
 def make_temp_dir(prefix: str) -> Path:
     """A private temp dir (mkdtemp, 0700) holding an owner record of this process."""
     path = Path(tempfile.mkdtemp(prefix=prefix))
-    atomic_write(path / OWNER_FILE, json.dumps(containers.owner_labels("", "temp")))
+    atomic_write(path / OWNER_FILE, json.dumps(ownership.owner_labels("", "temp")))
     return path
 
 
@@ -78,9 +78,9 @@ def stale_temp_dirs(
             labels = _owner(Path(entry.path))
             if labels is None or not ours(labels, store, strict=strict):
                 continue
-            if containers.owner_alive(labels):
+            if ownership.owner_alive(labels):
                 continue
-            pid = labels.get(containers.LABEL_PID, "?")
+            pid = labels.get(ownership.LABEL_PID, "?")
             found.append((Path(entry.path), f"its owner pid {pid} is gone"))
     return sorted(found)
 
@@ -88,7 +88,7 @@ def stale_temp_dirs(
 def ours(labels: dict[str, str], store: str | None, *, strict: bool = False) -> bool:
     """Whether `store`'s cleanup may remove an object with these labels: one labelled with
     that store, or (unless `strict`) one labelled with none."""
-    other = labels.get(containers.LABEL_STORE)
+    other = labels.get(ownership.LABEL_STORE)
     return other == store if strict or other is not None else True
 
 
@@ -101,12 +101,12 @@ def dead_containers(
 ) -> list[tuple[object, str]]:
     """Labelled containers of `store` (or of no store, unless `strict`) whose owner is gone."""
     found: list[tuple[object, str]] = []
-    flt = {"label": containers.LABEL}
-    for container in containers.call(client.containers.list, all=True, filters=flt):
+    flt = {"label": ownership.LABEL}
+    for container in dockerapi.call(client.containers.list, all=True, filters=flt):
         labels = container.labels or {}
-        if ours(labels, store, strict=strict) and not containers.owner_alive(labels):
-            job = labels.get(containers.LABEL_JOB, "?")
-            pid = labels.get(containers.LABEL_PID, "?")
+        if ours(labels, store, strict=strict) and not ownership.owner_alive(labels):
+            job = labels.get(ownership.LABEL_JOB, "?")
+            pid = labels.get(ownership.LABEL_PID, "?")
             found.append((container, f"job {job}, owner pid {pid} is gone"))
     return found
 

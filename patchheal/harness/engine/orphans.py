@@ -1,7 +1,7 @@
 """Finding what patchheal left behind: containers, volumes, networks and temp images
 whose owning process is gone, and job workspaces that no live run owns.
 
-Everything patchheal creates in the engine carries `containers.owner_labels`
+Everything patchheal creates in the engine carries `ownership.owner_labels`
 (pid, the pid's start time, host), so an owner that was `kill -9`ed is told
 apart from a live one even after its pid was reused.
 """
@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from patchheal import proc
 from patchheal.atomic import atomic_write
-from patchheal.harness.engine import containers, leftovers
-from patchheal.harness.images import build as images
+from patchheal.harness.engine import containers, dockerapi, hostdirs, leftovers, ownership
 
 if TYPE_CHECKING:
     from docker import DockerClient
@@ -40,40 +39,40 @@ class Orphan:
 
 
 def _why(labels: dict[str, str]) -> str:
-    job = labels.get(containers.LABEL_JOB, "?")
-    return f"job {job}, owner pid {labels.get(containers.LABEL_PID, '?')} is gone"
+    job = labels.get(ownership.LABEL_JOB, "?")
+    return f"job {job}, owner pid {labels.get(ownership.LABEL_PID, '?')} is gone"
 
 
 def engine_orphans(client: DockerClient, store: str | None = None) -> list[Orphan]:
     """Labelled containers, volumes and networks whose owner is gone; abandoned temp images.
     Objects labelled with a store other than `store` are that store's to remove."""
-    flt = {"label": containers.LABEL}
+    flt = {"label": ownership.LABEL}
     found: list[Orphan] = []
     for container, why in leftovers.dead_containers(client, store):
         found.append(Orphan("container", str(getattr(container, "name", "?")), why, container))
-    for network in containers.call(client.networks.list, filters=flt):
+    for network in dockerapi.call(client.networks.list, filters=flt):
         labels = network.attrs.get("Labels") or {}
-        if leftovers.ours(labels, store) and not containers.owner_alive(labels):
+        if leftovers.ours(labels, store) and not ownership.owner_alive(labels):
             found.append(Orphan("network", network.name, _why(labels), network))
-    for volume in containers.call(client.volumes.list, filters=flt):
+    for volume in dockerapi.call(client.volumes.list, filters=flt):
         labels = volume.attrs.get("Labels") or {}
-        if leftovers.ours(labels, store) and not containers.owner_alive(labels):
+        if leftovers.ours(labels, store) and not ownership.owner_alive(labels):
             found.append(Orphan("volume", volume.name, _why(labels), volume))
     if not _any_build_running():
-        for image in containers.call(client.images.list, name=f"{images.REPOSITORY}-tmp/*"):
-            for tag in (t for t in image.tags if t.startswith(f"{images.REPOSITORY}-tmp/")):
+        for image in dockerapi.call(client.images.list, name=f"{ownership.REPOSITORY}-tmp/*"):
+            for tag in (t for t in image.tags if t.startswith(f"{ownership.REPOSITORY}-tmp/")):
                 found.append(Orphan("image", tag, "temporary tag of an interrupted build"))
     return found
 
 
 def dependency_images(client: DockerClient) -> list[Orphan]:
     """Every cached dependency image not used by a container (caches, rebuilt on demand)."""
-    from patchheal.harness.setup.deps import DEPS_REPOSITORY
+    from patchheal.harness.engine.ownership import DEPS_REPOSITORY
 
-    used = {c.image.id for c in containers.call(client.containers.list, all=True) if c.image}
+    used = {c.image.id for c in dockerapi.call(client.containers.list, all=True) if c.image}
     return [
         Orphan("image", tag, "cached dependency image")
-        for image in containers.call(client.images.list, name=f"{DEPS_REPOSITORY}/*")
+        for image in dockerapi.call(client.images.list, name=f"{DEPS_REPOSITORY}/*")
         if image.id not in used
         for tag in image.tags
         if tag.startswith(f"{DEPS_REPOSITORY}/")  # the same image may carry other tags
@@ -82,7 +81,7 @@ def dependency_images(client: DockerClient) -> list[Orphan]:
 
 def _any_build_running() -> bool:
     """True when another process holds one of the build locks."""
-    lock_dir = images.cache_dir() / "locks"
+    lock_dir = hostdirs.cache_dir() / "locks"
     for path in lock_dir.glob("*.lock") if lock_dir.is_dir() else []:
         with path.open("a") as handle:
             try:
@@ -95,7 +94,7 @@ def _any_build_running() -> bool:
 
 def remove(client: DockerClient, orphan: Orphan) -> None:
     """Remove one engine orphan; never raises (gc goes on with the rest)."""
-    from patchheal.harness.compose.harness import remove_network, remove_volume
+    from patchheal.harness.engine.containers import remove_network, remove_volume
 
     if orphan.kind == "container":
         containers.teardown(orphan.handle, grace=0)
@@ -105,7 +104,7 @@ def remove(client: DockerClient, orphan: Orphan) -> None:
         remove_volume(client, orphan.name)
     elif orphan.kind == "image":
         with contextlib.suppress(Exception):
-            images.remove_image(client, orphan.name)
+            containers.remove_image(client, orphan.name)
 
 
 # -- workspaces -----------------------------------------------------------------------
@@ -116,9 +115,9 @@ def write_owner(job_dir: Path) -> None:
     job_dir.mkdir(parents=True, exist_ok=True)
     pid = os.getpid()
     data = {
-        containers.LABEL_PID: str(pid),
-        containers.LABEL_START: str(proc.process_start(pid) or ""),
-        containers.LABEL_HOST: socket.gethostname(),
+        ownership.LABEL_PID: str(pid),
+        ownership.LABEL_START: str(proc.process_start(pid) or ""),
+        ownership.LABEL_HOST: socket.gethostname(),
     }
     atomic_write(job_dir / OWNER_FILE, json.dumps(data))
 
@@ -127,11 +126,11 @@ def live_worktrees(client: DockerClient | None) -> set[str]:
     """Worktree paths that a container of a live owner has mounted."""
     if client is None:
         return set()
-    flt = {"label": containers.LABEL_WORKTREE}
+    flt = {"label": ownership.LABEL_WORKTREE}
     return {
-        c.labels[containers.LABEL_WORKTREE]
-        for c in containers.call(client.containers.list, all=True, filters=flt)
-        if containers.owner_alive(c.labels)
+        c.labels[ownership.LABEL_WORKTREE]
+        for c in dockerapi.call(client.containers.list, all=True, filters=flt)
+        if ownership.owner_alive(c.labels)
     }
 
 
@@ -157,9 +156,9 @@ def _judge(job_dir: Path, store: Any, mounted: set[str]) -> str | None:
     if owner.is_file():
         with contextlib.suppress(OSError, ValueError):
             labels = json.loads(owner.read_text(encoding="utf-8"))
-            if containers.owner_alive(labels):
+            if ownership.owner_alive(labels):
                 return None
-            return f"its owner pid {labels.get(containers.LABEL_PID)} is gone"
+            return f"its owner pid {labels.get(ownership.LABEL_PID)} is gone"
     job_id, key = workspace_job(job_dir.name)
     if store is None or (key and key != store_key(store.url)):
         return None  # another store's workspace: only that store can tell

@@ -18,7 +18,6 @@ from typing import Any
 from patchheal.harness.base import DETERMINISTIC_ENV
 from patchheal.harness.config import HarnessDef, SandboxSpec
 from patchheal.harness.engine import gitmeta
-from patchheal.harness.images.rootfs import SANDBOX_UID
 
 VENV = "/opt/patchheal/venv"
 NODE_DIR = "/opt/patchheal/node"
@@ -282,3 +281,8 @@ def step_container_kwargs(
         "stdin_open": False,
         "tty": False,
     }
+
+
+# A fixed unprivileged user so a step never runs as root, even in an image
+# whose worktree is owned by root on the host.
+SANDBOX_UID = 1000

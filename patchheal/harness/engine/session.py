@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from patchheal.errors import HarnessError
-from patchheal.harness.engine import containers, sweep
-from patchheal.harness.engine.containers import Finished
+from patchheal.harness.engine import containers, dockerapi, outputpump, sweep
+from patchheal.harness.engine.outputpump import Finished
 
 if TYPE_CHECKING:
     from docker import DockerClient
@@ -120,7 +120,7 @@ class SandboxSession:
         try:
             # detach=False with stdin_open is how the SDK sets StdinOnce: the engine
             # closes the keeper's stdin when the (only) attached client goes.
-            container = containers.call(
+            container = dockerapi.call(
                 self._client.containers.create, name=self.name, detach=False, **kwargs
             )
         except docker.errors.APIError as exc:
@@ -152,7 +152,7 @@ class SandboxSession:
         """Run `command` as the step user after a scrub; kill it from outside on a timeout."""
         assert self._container is not None
         api = self._container.client.api
-        exec_id = containers.call(
+        exec_id = dockerapi.call(
             api.exec_create,
             self._container.id,
             run_argv(command, self._entrypoint, self.prelude),
@@ -163,8 +163,8 @@ class SandboxSession:
             stderr=True,
         )["Id"]
         started = time.monotonic()
-        pump = containers.OutputPump(
-            containers.call(api.exec_start, exec_id, stream=True), self.name
+        pump = outputpump.OutputPump(
+            dockerapi.call(api.exec_start, exec_id, stream=True), self.name
         )
         try:
             timed_out = pump.follow(
@@ -182,7 +182,7 @@ class SandboxSession:
                 self._scrub()
             raise
         duration = time.monotonic() - started
-        code = containers.call(api.exec_inspect, exec_id).get("ExitCode")
+        code = dockerapi.call(api.exec_inspect, exec_id).get("ExitCode")
         self._sweep()  # nothing of this run outlives it (sweep.py)
         oom = False
         if code == 137 and not timed_out:  # SIGKILL: the OOM killer's, or the step's own?

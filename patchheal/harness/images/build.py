@@ -17,21 +17,22 @@ build runs the harness's check in a fresh container before it is tagged.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
-import os
 import socket
 import tempfile
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from patchheal.errors import ImageBuildError, SpecError
 from patchheal.harness.config import HarnessDef, check_debian_package
-from patchheal.harness.engine import containers
+from patchheal.harness.engine import containers, dockerapi, ownership
+from patchheal.harness.engine.containers import remove_image
+from patchheal.harness.engine.hostdirs import file_lock
+from patchheal.harness.engine.ownership import REPOSITORY
 from patchheal.harness.images import rootfs
 
 if TYPE_CHECKING:
@@ -40,37 +41,8 @@ if TYPE_CHECKING:
 Say = Callable[[str], None]
 
 BUILDER_VERSION = "1"
-REPOSITORY = "patchheal"
 SOURCE_LABEL = "patchheal.source"
 MOUNTS_LABEL = "patchheal.host_mounts"
-
-
-def cache_dir() -> Path:
-    """Where patchheal keeps wheelhouses, npm caches and locks."""
-    if explicit := os.environ.get("PATCHHEAL_CACHE_DIR"):
-        return Path(explicit)
-    if xdg := os.environ.get("XDG_CACHE_HOME"):
-        return Path(xdg) / "patchheal"
-    try:
-        home = Path("~").expanduser()
-    except RuntimeError:  # no HOME and no passwd entry (a bare `docker run -u 1234`)
-        home = Path()
-    if not home.is_absolute():
-        return Path(tempfile.gettempdir()) / f"patchheal-cache-{os.getuid()}"
-    return home / ".cache" / "patchheal"
-
-
-@contextlib.contextmanager
-def file_lock(name: str) -> Iterator[None]:
-    """An exclusive lock shared by every patchheal process of this host."""
-    path = cache_dir() / "locks" / f"{name}.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def recipe_hash(defn: HarnessDef, _chain: tuple[str, ...] = ()) -> str:
@@ -138,7 +110,7 @@ def exists(client: DockerClient, ref: str) -> bool:
     import docker.errors
 
     try:
-        containers.call(client.images.get, ref)
+        dockerapi.call(client.images.get, ref)
     except docker.errors.ImageNotFound:
         return False
     return True
@@ -146,7 +118,7 @@ def exists(client: DockerClient, ref: str) -> bool:
 
 def host_mounts(client: DockerClient, image: str) -> list[str]:
     """Host paths a host-runtime image needs mounted read-only; [] for ordinary images."""
-    labels = containers.call(client.images.get, image).labels or {}
+    labels = dockerapi.call(client.images.get, image).labels or {}
     return [p for p in labels.get(MOUNTS_LABEL, "").split(",") if p]
 
 
@@ -177,9 +149,9 @@ def ensure_image(
             health_check(client, defn, built, say)
             if from_scratch:
                 if built == base:
-                    containers.call(client.images.get(base).tag, *scratch.split(":"))
+                    dockerapi.call(client.images.get(base).tag, *scratch.split(":"))
                 return scratch
-            containers.call(client.images.get(built).tag, *final.split(":"))
+            dockerapi.call(client.images.get(built).tag, *final.split(":"))
             say(f"image {final} ready (source: {source})")
             return final
         finally:
@@ -190,13 +162,6 @@ def ensure_image(
                     remove_image(client, leftover)
 
 
-def remove_image(client: DockerClient, ref: str) -> None:
-    import docker.errors
-
-    with contextlib.suppress(docker.errors.ImageNotFound):
-        containers.call(client.images.remove, ref, force=True)
-
-
 def health_check(client: DockerClient, defn: HarnessDef, image: str, say: Say) -> None:
     """Run the harness's check as the sandbox would; `ImageBuildError` if it fails."""
     mounts = ro_binds(host_mounts(client, image))
@@ -205,7 +170,7 @@ def health_check(client: DockerClient, defn: HarnessDef, image: str, say: Say) -
         name=f"patchheal-check-{uuid.uuid4().hex[:12]}",
         image=image,
         command=["/bin/sh", "-c", defn.image.check],
-        labels=containers.owner_labels("image-check", "check"),
+        labels=ownership.owner_labels("image-check", "check"),
         user="1000:1000",
         network_mode="none",
         read_only=True,
@@ -253,11 +218,11 @@ def _base_image(
             "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
             "WORKDIR /workspace",
             'CMD ["/bin/sh"]',
-            f"LABEL {containers.LABEL}=1 {SOURCE_LABEL}={source} {MOUNTS_LABEL}={','.join(mounts)}",
+            f"LABEL {ownership.LABEL}=1 {SOURCE_LABEL}={source} {MOUNTS_LABEL}={','.join(mounts)}",
         ]
         repository, tag = scratch.split(":")
         try:
-            containers.call(
+            dockerapi.call(
                 client.api.import_image,
                 src=str(tarball),
                 repository=repository,
@@ -280,7 +245,7 @@ def _default_packages(defn: HarnessDef) -> tuple[str, ...]:
 def registry_might_be_reachable(client: DockerClient, ref: str) -> bool:
     """Fail fast: the engine has mirrors, or the registry's host name resolves (2 s)."""
     with contextlib.suppress(Exception):
-        if (containers.call(client.info).get("RegistryConfig") or {}).get("Mirrors"):
+        if (dockerapi.call(client.info).get("RegistryConfig") or {}).get("Mirrors"):
             return True
     first = ref.split("/", 1)[0]
     host = first if "/" in ref and ("." in first or ":" in first or first == "localhost") else None
@@ -307,7 +272,7 @@ def _pull(client: DockerClient, spec: object, say: Say) -> bool:
     say(f"pulling {ref}")
     repository, _, tag = ref.rpartition(":") if ":" in ref.split("/")[-1] else (ref, "", "latest")
     try:
-        containers.call(client.images.pull, repository, tag=tag)
+        dockerapi.call(client.images.pull, repository, tag=tag)
     except (docker.errors.APIError, docker.errors.DockerException) as exc:
         say(f"pull of {ref} failed ({str(exc)[:160]}); building the image offline")
         return False
@@ -321,7 +286,7 @@ def _build_dockerfile(client: DockerClient, defn: HarnessDef, base: str, tag: st
     assert defn.image.dockerfile is not None
     say(f"building {defn.image.dockerfile} on {base}")
     try:
-        containers.call(
+        dockerapi.call(
             client.images.build,
             path=str(defn.path),
             dockerfile=defn.image.dockerfile,
@@ -331,7 +296,7 @@ def _build_dockerfile(client: DockerClient, defn: HarnessDef, base: str, tag: st
             pull=False,
             rm=True,
             forcerm=True,
-            labels={containers.LABEL: "1"},
+            labels={ownership.LABEL: "1"},
         )
     except docker.errors.BuildError as exc:
         lines = [str(item.get("stream") or item.get("error") or "") for item in exc.build_log]
@@ -344,12 +309,9 @@ def _build_dockerfile(client: DockerClient, defn: HarnessDef, base: str, tag: st
 
 
 __all__ = [
-    "cache_dir",
     "ensure_image",
-    "file_lock",
     "health_check",
     "host_mounts",
     "image_tag",
-    "remove_image",
     "with_packages",
 ]

@@ -19,12 +19,10 @@ from pathlib import Path
 
 from patchheal import proc
 from patchheal.errors import ImageBuildError
+from patchheal.harness.engine.sandbox import SANDBOX_UID
 
 Say = Callable[[str], None]
 
-# A fixed unprivileged user so a step never runs as root, even in an image
-# whose worktree is owned by root on the host.
-SANDBOX_UID = 1000
 _USER_LINES = (
     f"patchheal:x:{SANDBOX_UID}:{SANDBOX_UID}:patchheal:/tmp:/bin/sh\n",
     f"patchheal:x:{SANDBOX_UID}:\n",

@@ -15,7 +15,8 @@ from pathlib import Path
 from patchheal import proc
 from patchheal.harness.base import DETERMINISTIC_ENV, OutputSink
 from patchheal.harness.local.venv import ensure_job_venv, venv_environment
-from patchheal.harness.results.channel import COLLECTORS, ResultsChannel
+from patchheal.harness.results.channel import ResultsChannel
+from patchheal.harness.results.collectors import COLLECTORS
 from patchheal.models import CommandResult
 
 # Inherited so that host tools are found; everything else is dropped.

@@ -31,7 +31,6 @@ from patchheal.harness.results.evidence import Evidence, rewritten
 from patchheal.harness.results.junit import parse_junit
 from patchheal.models import MonitorEvent, TestResults, TestTrace
 
-COLLECTORS = Path(__file__).resolve().parents[2] / "collectors"
 DIR_ENV = "PATCHHEAL_RESULTS_DIR"
 TOKEN_ENV = "PATCHHEAL_RESULTS_TOKEN"
 TRACE_ENV = "PATCHHEAL_TRACE"

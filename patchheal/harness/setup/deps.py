@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING
 
 from patchheal.errors import DependencySetupError, HarnessError
 from patchheal.harness.config import HarnessDef
-from patchheal.harness.engine import containers, hostdirs, sandbox
+from patchheal.harness.engine import containers, dockerapi, hostdirs, ownership, sandbox
+from patchheal.harness.engine.ownership import DEPS_REPOSITORY
 from patchheal.harness.images import build as images
 from patchheal.harness.images.build import Say
 from patchheal.harness.setup import generated, wheelhouse
@@ -32,7 +33,6 @@ if TYPE_CHECKING:
     from docker import DockerClient
     from docker.models.containers import Container
 
-DEPS_REPOSITORY = "patchheal-deps"
 # The setup container's main process: it reads its stdin (closed by the engine when
 # the owning process goes) and, where coreutils' `timeout` exists, stops at the timeout.
 _KEEPER = (
@@ -155,13 +155,13 @@ def ensure_env(
     """The image steps run in: `image` plus the installed dependencies."""
     if not needs_env(defn, setup):
         return image
-    image_id = containers.call(client.images.get, image).id
+    image_id = dockerapi.call(client.images.get, image).id
     build_env = dict(build_env or {})
     key = fingerprint(worktree, defn, setup, image_id, user, build_env)
     tag = f"{DEPS_REPOSITORY}/{defn.name}:{key[:16]}"
     if images.exists(client, tag):
         return tag
-    with images.file_lock(tag.replace("/", "_").replace(":", "_")):
+    with hostdirs.file_lock(tag.replace("/", "_").replace(":", "_")):
         if images.exists(client, tag):
             return tag
         say(f"installing dependencies into {tag} (once per dependency fingerprint)")
@@ -213,10 +213,10 @@ def _install(
     sandbox.make_writable(worktree, user)
     before = generated.listing(worktree)  # what setup adds to the tree is carried (generated.py)
     purpose = f"setup-{defn.name}"
-    labels = containers.owner_labels(job_id, purpose, worktree=str(worktree))
+    labels = ownership.owner_labels(job_id, purpose, worktree=str(worktree))
     with containers.created(
         client,
-        name=containers.container_name(job_id, purpose),
+        name=ownership.container_name(job_id, purpose),
         stdin_once=True,
         image=image,
         # Lives while this process holds its stdin (so it dies with a killed run), and
@@ -296,10 +296,10 @@ def _commit(container: Container, defn: HarnessDef, tag: str, say: Say) -> None:
     changes = [
         f"ENV PATH={sandbox.STEP_PATH}",
         f"ENV VIRTUAL_ENV={sandbox.VENV}",
-        f"LABEL {containers.LABEL}=1",
+        f"LABEL {ownership.LABEL}=1",
         f"WORKDIR {defn.sandbox.workdir}",
     ]
-    containers.call(container.commit, repository=repository, tag=version, changes=changes)
+    dockerapi.call(container.commit, repository=repository, tag=version, changes=changes)
 
 
 def _pytest_fallback(

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from patchheal.errors import HarnessError
 from patchheal.harness.config import HarnessDef
-from patchheal.harness.engine import containers, hostdirs, sandbox
+from patchheal.harness.engine import containers, hostdirs, ownership, sandbox
 from patchheal.harness.images import build as images
 
 if TYPE_CHECKING:
@@ -89,7 +89,7 @@ def dynamic_requirements(
             worktree=copy,
             user=user,
             env=sandbox.environment(defn, (), dict(build_env or {})),
-            labels=containers.owner_labels("metadata", purpose),
+            labels=ownership.owner_labels("metadata", purpose),
             host_mounts=images.host_mounts(client, image),
             # At a container path: the host path may be under a home the sandbox user
             # cannot traverse (root's 0700 /root, which the image has too).
@@ -97,7 +97,7 @@ def dynamic_requirements(
             network="none",
             wall_limit=600,
         )
-        name = containers.container_name("metadata", purpose)
+        name = ownership.container_name("metadata", purpose)
         with containers.created(client, name=name, **kwargs) as container:
             done = containers.run_to_completion(container, timeout=600, idle_timeout=300)
     if done.exit_code != 0:

@@ -28,7 +28,7 @@ from patchheal import proc
 from patchheal.atomic import atomic_write
 from patchheal.errors import DependencySetupError, HarnessError
 from patchheal.harness.config import HarnessDef
-from patchheal.harness.engine import containers, hostdirs
+from patchheal.harness.engine import containers, dockerapi, hostdirs, ownership
 from patchheal.harness.images import build as images
 from patchheal.harness.images.build import Say
 from patchheal.harness.setup import metadata
@@ -366,8 +366,8 @@ def _expand_local(arg: str, worktree: Path, python: str | None = None) -> list[s
 
 def container_python(client: DockerClient, image: str) -> str:
     """'3.11' for the image's python3, cached per image id."""
-    image_id = containers.call(client.images.get, image).id
-    cache = images.cache_dir() / "python-versions.json"
+    image_id = dockerapi.call(client.images.get, image).id
+    cache = hostdirs.cache_dir() / "python-versions.json"
     known = json.loads(cache.read_text()) if cache.is_file() else {}
     if image_id in known:
         return str(known[image_id])
@@ -376,7 +376,7 @@ def container_python(client: DockerClient, image: str) -> str:
         name=f"patchheal-probe-{uuid.uuid4().hex[:12]}",
         image=image,
         command=["python3", "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-        labels=containers.owner_labels("probe", "probe"),
+        labels=ownership.owner_labels("probe", "probe"),
         network_mode="none",
         mounts=images.ro_binds(images.host_mounts(client, image)),
     ) as container:
@@ -455,7 +455,7 @@ def fill_pytest(client: DockerClient, image: str, worktree: Path, say: Say) -> P
 
 
 def _house(version: str) -> Path:
-    house = images.cache_dir() / "wheelhouse" / f"cp{version.replace('.', '')}"
+    house = hostdirs.cache_dir() / "wheelhouse" / f"cp{version.replace('.', '')}"
     house.mkdir(parents=True, exist_ok=True)
     # pip writes with the host's umask (077 makes its wheels 0600): a container user
     # other than the owner must read them.
@@ -484,7 +484,7 @@ def _download(house: Path, version: str, wanted: list[list[str]], worktree: Path
             f"manylinux_2_36_{_machine()}",
         ]
     )
-    with images.file_lock(f"wheelhouse-{house.name}"), HostPipArgs(worktree) as pip:
+    with hostdirs.file_lock(f"wheelhouse-{house.name}"), HostPipArgs(worktree) as pip:
         for args in wanted:
             args = pip.filter(args)  # names from an index only (hostpip.py)
             if pip.dropped:
@@ -560,7 +560,7 @@ def _machine() -> str:
 
 def fill_npm(worktree: Path, say: Say, *, offline: bool) -> Path:
     """Fill the shared npm cache on the host from package.json (+ lockfile)."""
-    cache = images.cache_dir() / "npm-cache"
+    cache = hostdirs.cache_dir() / "npm-cache"
     cache.mkdir(parents=True, exist_ok=True)
     if not offline or not (worktree / "package.json").is_file():
         return cache
@@ -570,7 +570,7 @@ def fill_npm(worktree: Path, say: Say, *, offline: bool) -> Path:
             "the node harness installs dependencies offline from an npm cache filled on the host, "
             "but npm is not installed here; install it or set [sandbox] setup_network = 'bridge'"
         )
-    with tempfile.TemporaryDirectory(prefix="patchheal-npm-") as tmp, images.file_lock("npm"):
+    with tempfile.TemporaryDirectory(prefix="patchheal-npm-") as tmp, hostdirs.file_lock("npm"):
         for name in ("package.json", "package-lock.json", "npm-shrinkwrap.json"):
             if (worktree / name).is_file():
                 shutil.copy2(worktree / name, Path(tmp) / name)

@@ -1,0 +1,61 @@
+"""The Docker engine's API: one connection, and calls that retry its transient faults."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from patchheal.errors import InfraUnavailable
+from patchheal.retry import retrying
+
+if TYPE_CHECKING:
+    from docker import DockerClient
+
+
+_T = TypeVar("_T")
+
+
+def engine(timeout: float = 120.0) -> DockerClient:
+    """A client for the local engine; `InfraUnavailable` (exit 3) when it is not there."""
+    import docker
+
+    try:
+        client = docker.from_env(timeout=int(timeout))
+        call(client.ping)
+    except Exception as exc:
+        raise InfraUnavailable(
+            "the Docker engine is not reachable "
+            f"({type(exc).__name__}: {str(exc)[:200]}); start it, check DOCKER_HOST and the "
+            "socket permissions, or run with harness = 'local'"
+        ) from None
+    return client
+
+
+def docker_reachable() -> bool:
+    """True when an engine answers a ping within a few seconds."""
+    try:
+        engine(timeout=5).close()
+    except InfraUnavailable:
+        return False
+    return True
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Engine faults worth one more try: connection resets, timeouts, 5xx other than 'not found'."""
+    import docker.errors
+    import requests.exceptions
+
+    if isinstance(exc, docker.errors.NotFound | docker.errors.ImageNotFound):
+        return False
+    if isinstance(exc, docker.errors.APIError):
+        status = exc.status_code or 0
+        return status >= 500 and "No such" not in str(exc.explanation or "")
+    return isinstance(exc, requests.exceptions.ConnectionError | requests.exceptions.Timeout)
+
+
+def call(fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+    """Call an engine API function, retrying transient faults (3 tries, 0.5 s base)."""
+    for attempt in retrying(is_transient, attempts=3, base=0.5):
+        with attempt:
+            return fn(*args, **kwargs)
+    raise AssertionError("unreachable: tenacity reraises")  # pragma: no cover
