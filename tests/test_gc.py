@@ -190,7 +190,7 @@ def test_gc_removes_a_workspace_whose_run_died_while_deleting_it(require_docker:
 # A patchheal process of one store that leaves a temp dir and the labels of its
 # containers, then exits (as after a kill): its owner pid is dead.
 _LEAVE = (
-    "import json, sys; from patchheal.harness import containers, leftovers; "
+    "import json, sys; from patchheal.harness.engine import leftovers, ownership; "
     "ownership.set_store(sys.argv[1]); "
     "print(json.dumps([str(leftovers.make_temp_dir('patchheal-sources-')), "
     "ownership.owner_labels(sys.argv[2], 'run')]))"

@@ -17,7 +17,7 @@ from patchheal.harness.engine import leftovers, ownership
 from patchheal.workspace.worktrees import store_key
 
 MAKE_DIR = (
-    "import sys; from patchheal.harness import containers, leftovers; "
+    "import sys; from patchheal.harness.engine import leftovers, ownership; "
     "ownership.set_store(sys.argv[1] or None); "
     "print(leftovers.make_temp_dir(sys.argv[2]))"
 )
