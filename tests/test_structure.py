@@ -206,3 +206,102 @@ def test_the_one_door_check_sees_a_second_door(tmp_path: Path) -> None:
     assert ("patchheal.verdict.tripwire", "why_tainted") in found
     assert ("patchheal.verdict.judge", "*") in found
     assert found != VERIFICATION_VERDICT_IMPORTS
+
+
+# harness/ is a house of rooms (patchheal/harness/__init__.py): the shared words and
+# the roof at its top, the rooms ranked lowest first. A module imports its own room,
+# the rooms below it and the words, never a room above it or one of its own rank.
+HARNESS_WORDS = {"__init__", "base", "config", "definitions"}
+HARNESS_ROOF = {"registry"}
+HARNESS_ROOMS = {
+    "engine": 1,
+    "results": 2,
+    "images": 2,
+    "setup": 3,
+    "docker": 4,
+    "local": 4,
+    "ci": 4,
+    "compose": 5,
+    "inference": 6,
+}
+HARNESS_MODULE_LINES = 320
+HARNESS = PACKAGE / "harness"
+HARNESS_PREFIX = "patchheal.harness"
+
+
+def _harness_rank(module: str) -> tuple[str, int]:
+    """The room of `patchheal.harness.<...>` and its rank (words 0, roof above every room)."""
+    part = module.removeprefix("patchheal.harness").lstrip(".").split(".")[0] or "__init__"
+    if part in HARNESS_WORDS:
+        return part, 0
+    if part in HARNESS_ROOF:
+        return part, max(HARNESS_ROOMS.values()) + 1
+    return part, HARNESS_ROOMS[part]
+
+
+def harness_layer_violations(graph: dict[str, set[str]]) -> list[str]:
+    """Every import in `graph` (harness modules only) that goes up or sideways between rooms."""
+    found = []
+    for module, targets in sorted(graph.items()):
+        room, rank = _harness_rank(module)
+        for target in sorted(targets):
+            other, other_rank = _harness_rank(target)
+            if other != room and other_rank >= rank and other_rank > 0:
+                found.append(f"{module} -> {target} ({room} {rank} imports {other} {other_rank})")
+    return found
+
+
+def _harness_graph() -> dict[str, set[str]]:
+    modules = _modules()
+    return {
+        name: {
+            t for t in _imports(path, modules) if t.startswith("patchheal.harness") and t != name
+        }
+        for name, path in modules.items()
+        if name.startswith(HARNESS_PREFIX)
+    }
+
+
+def test_the_room_check_sees_an_upward_and_a_sideways_import() -> None:
+    graph = {
+        "patchheal.harness.engine.sandbox": {"patchheal.harness.images.rootfs"},
+        "patchheal.harness.results.channel": {"patchheal.harness.images.build"},
+        "patchheal.harness.setup.deps": {"patchheal.harness.engine.containers"},
+        "patchheal.harness.compose.harness": {"patchheal.harness.docker.harness"},
+        "patchheal.harness.config": {"patchheal.harness.registry"},
+    }
+    assert harness_layer_violations(graph) == [
+        "patchheal.harness.config -> patchheal.harness.registry (config 0 imports registry 7)",
+        "patchheal.harness.engine.sandbox -> patchheal.harness.images.rootfs"
+        " (engine 1 imports images 2)",
+        "patchheal.harness.results.channel -> patchheal.harness.images.build"
+        " (results 2 imports images 2)",
+    ]
+
+
+def test_harness_rooms_import_only_downward() -> None:
+    assert harness_layer_violations(_harness_graph()) == []
+
+
+def test_the_harness_top_holds_only_the_words_and_the_roof() -> None:
+    top = {p.stem for p in HARNESS.glob("*.py")}
+    rooms = {p.name for p in HARNESS.iterdir() if (p / "__init__.py").is_file()}
+    assert top == HARNESS_WORDS | HARNESS_ROOF, f"move {sorted(top - HARNESS_WORDS - HARNESS_ROOF)}"
+    assert rooms == set(HARNESS_ROOMS), "a new room gets a rank in HARNESS_ROOMS"
+
+
+@pytest.mark.parametrize("room", sorted(HARNESS_ROOMS))
+def test_every_harness_room_says_what_it_owns_and_may_import(room: str) -> None:
+    docstring = ast.get_docstring(ast.parse((HARNESS / room / "__init__.py").read_text()))
+    assert docstring, f"harness/{room}/__init__.py needs a docstring"
+    assert "import" in docstring, f"harness/{room}/__init__.py: say what the room may import"
+
+
+def test_no_harness_module_is_long() -> None:
+    """A module of harness/ reads in a sitting: about 300 lines at most."""
+    long = {
+        str(p.relative_to(HARNESS)): n
+        for p in HARNESS.rglob("*.py")
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > HARNESS_MODULE_LINES
+    }
+    assert long == {}

@@ -22,10 +22,6 @@ import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    pass
 
 # Container paths of what the host lends a container, read-only.
 WHEELHOUSE = "/opt/patchheal/wheelhouse"

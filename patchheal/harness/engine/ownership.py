@@ -9,42 +9,19 @@ from __future__ import annotations
 import os
 import re
 import socket
-from typing import TYPE_CHECKING
 
 from patchheal import proc
 
-if TYPE_CHECKING:
-    pass
-    pass
-    pass
-
-
 LABEL = "patchheal"
-
-
 LABEL_JOB = "patchheal.job"
-
-
 LABEL_PURPOSE = "patchheal.purpose"
-
-
 LABEL_PID = "patchheal.owner.pid"
-
-
 LABEL_START = "patchheal.owner.start"
-
-
 LABEL_HOST = "patchheal.owner.host"
-
-
 LABEL_WORKTREE = "patchheal.worktree"
-
-
 # The store (its key, workspace/worktrees.py `store_key`) of the run that made an object:
 # `gc --db` and the end of a run remove only their own store's leftovers.
 LABEL_STORE = "patchheal.store"
-
-
 _store_key: list[str] = []
 
 
@@ -93,7 +70,6 @@ def container_name(job_id: str, purpose: str) -> str:
     return f"patchheal-{_UNSAFE.sub('-', job_id)}-{_UNSAFE.sub('-', purpose)}"[:120]
 
 
+# The image repositories patchheal builds into: harness images, and dependency images.
 REPOSITORY = "patchheal"
-
-
 DEPS_REPOSITORY = "patchheal-deps"

@@ -19,6 +19,9 @@ from patchheal.harness.base import DETERMINISTIC_ENV
 from patchheal.harness.config import HarnessDef, SandboxSpec
 from patchheal.harness.engine import gitmeta
 
+# A fixed unprivileged user so a step never runs as root, even in an image
+# whose worktree is owned by root on the host.
+SANDBOX_UID = 1000
 VENV = "/opt/patchheal/venv"
 NODE_DIR = "/opt/patchheal/node"
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -281,8 +284,3 @@ def step_container_kwargs(
         "stdin_open": False,
         "tty": False,
     }
-
-
-# A fixed unprivileged user so a step never runs as root, even in an image
-# whose worktree is owned by root on the host.
-SANDBOX_UID = 1000
