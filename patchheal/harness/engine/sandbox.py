@@ -17,7 +17,7 @@ from typing import Any
 
 from patchheal.harness.base import DETERMINISTIC_ENV
 from patchheal.harness.config import HarnessDef, SandboxSpec
-from patchheal.harness.engine import gitmeta
+from patchheal.harness.engine import bytecode, gitmeta
 
 # A fixed unprivileged user so a step never runs as root, even in an image
 # whose worktree is owned by root on the host.
@@ -26,8 +26,8 @@ VENV = "/opt/patchheal/venv"
 NODE_DIR = "/opt/patchheal/node"
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 STEP_PATH = f"{VENV}/bin:{NODE_DIR}/node_modules/.bin:{BASE_PATH}"
-# Under the container's /tmp, a tmpfs emptied before every run (harness/engine/session.py).
-PYCACHE_PREFIX = "/tmp/.pycache"
+# Bytecode compiled before any candidate, from the image's own files (engine/bytecode.py).
+PYCACHE_PREFIX = bytecode.PREFIX
 
 _UNITS = {"b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
 
@@ -155,9 +155,9 @@ def environment(
         "HOME": "/tmp",
         "PATH": STEP_PATH,
         "VIRTUAL_ENV": VENV,
-        # Bytecode is read and written only under the run's own /tmp, never from the tree:
-        # a .pyc a candidate put in __pycache__ (unchecked-hash: never compared with its
-        # .py) would run instead of the source every gate judged.
+        # Bytecode is read only from the image's own, never from the tree (and none is
+        # written): a .pyc a candidate put in __pycache__ (unchecked-hash: never compared
+        # with its .py) would run instead of the source every gate judged.
         "PYTHONPYCACHEPREFIX": PYCACHE_PREFIX,
         "PIP_NO_CACHE_DIR": "1",
         "npm_config_cache": "/tmp/.npm",

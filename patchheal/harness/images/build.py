@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 Say = Callable[[str], None]
 
-BUILDER_VERSION = "1"
+BUILDER_VERSION = "2"  # 2: the standard library's bytecode (engine/bytecode.py)
 SOURCE_LABEL = "patchheal.source"
 MOUNTS_LABEL = "patchheal.host_mounts"
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from patchheal import proc
 from patchheal.errors import ImageBuildError
+from patchheal.harness.engine import bytecode
 from patchheal.harness.engine.sandbox import SANDBOX_UID
 
 Say = Callable[[str], None]
@@ -45,6 +46,7 @@ _HOOK = (
     f"printf '%s' '{_USER_LINES[0].strip()}\\n' >> \"$1/etc/passwd\" && "
     f"printf '%s' '{_USER_LINES[1].strip()}\\n' >> \"$1/etc/group\" && "
     f"{_LOCALES} && "
+    f"{bytecode.rootfs_hook()} && "
     'rm -rf "$1/var/cache/apt/archives/"*.deb "$1/var/lib/apt/lists/"*'
 )
 
@@ -94,6 +96,7 @@ def _debootstrap(tarball: Path, suite: str, mirror: str, packages: Sequence[str]
         for rel in ("workspace", "opt/patchheal"):
             (root / rel).mkdir(parents=True, exist_ok=True)
         proc.run(["/bin/sh", "-c", _LOCALES, "locales", str(root)], timeout=600)
+        proc.run(["/bin/sh", "-c", bytecode.rootfs_hook(), "bytecode", str(root)], timeout=600)
         shutil.rmtree(root / "var/cache/apt/archives", ignore_errors=True)
         packed = proc.run(["tar", "-C", str(root), "-cf", str(tarball), "."], timeout=1800)
         if not packed.passed:

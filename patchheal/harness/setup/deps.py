@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from patchheal.errors import DependencySetupError, HarnessError
 from patchheal.harness.config import HarnessDef
-from patchheal.harness.engine import containers, dockerapi, hostdirs, ownership, sandbox
+from patchheal.harness.engine import bytecode, containers, dockerapi, hostdirs, ownership, sandbox
 from patchheal.harness.engine.ownership import DEPS_REPOSITORY
 from patchheal.harness.images import build as images
 from patchheal.harness.images.build import Say
@@ -116,7 +116,7 @@ def fingerprint(
     version a CI checkout gives git-versioned builds, included: scmversion.py)."""
     digest = hashlib.sha256()
     # patchheal's own part of the setup too: an image made by an older recipe is not reused.
-    parts = (_VENV, _MODERN_PIP, _HAS_PYTEST, EDITABLE_METADATA)
+    parts = (_VENV, _MODERN_PIP, _HAS_PYTEST, EDITABLE_METADATA, bytecode.compile_script(""))
     own = hashlib.sha256("\0".join(parts).encode())
     recipe: list[object] = [defn.deps.kind, list(defn.setup), list(setup), image_id, user]
     recipe.append(own.hexdigest())
@@ -267,7 +267,9 @@ def _setup_in(
             on_output=lambda chunk: say_lines(chunk.decode("utf-8", "replace")),
         )
 
-    run(["sh", "-c", f"mkdir -p /opt/patchheal && chown {user} /opt/patchheal"], "prep", "0:0")
+    # The bytecode folder stays root's (engine/bytecode.py): only root's compile below adds to it.
+    prep = f"mkdir -p {bytecode.PREFIX} && chown {user} /opt/patchheal"
+    run(["sh", "-c", prep], "prep", "0:0")
     if defn.deps.kind == "pip":
         run(["/bin/sh", "-c", _VENV.format(venv=sandbox.VENV)], "venv")
         run(["/bin/sh", "-c", _MODERN_PIP.format(venv=sandbox.VENV)], "a pip as new as CI's")
@@ -288,6 +290,8 @@ def _setup_in(
             [f"{sandbox.VENV}/bin/python", "-c", EDITABLE_METADATA, defn.sandbox.workdir],
             "editable installs' metadata into the venv",
         )
+        script = bytecode.compile_script(defn.sandbox.workdir)
+        run([f"{sandbox.VENV}/bin/python", "-I", "-c", script], "the venv's bytecode", "0:0")
 
 
 def _commit(container: Container, defn: HarnessDef, tag: str, say: Say) -> None:
