@@ -77,7 +77,7 @@ def test_step_talks_to_a_service_and_both_are_torn_down(
     networks = [n for n in seen if "Internal" in n]
     assert networks
     assert all(n["Internal"] for n in networks)
-    # The web service, the results keeper and the step (resultsvolume.py).
+    # The web service, the results keeper and the step (results/volume.py).
     assert len(next(n for n in seen if "containers" in n)["containers"]) == 3
     assert labelled(engine, job_id) == {"containers": [], "networks": [], "volumes": []}
 

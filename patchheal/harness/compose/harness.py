@@ -173,7 +173,7 @@ class ComposeHarness:
     @contextlib.contextmanager
     def _results(self, image: str, user: str, nonce: str) -> Iterator[tuple[str, Container]]:
         """The step's results directory: a named tmpfs volume capped as a session's
-        (resultsvolume.py), never a host directory, and a keeper container that holds it
+        (results/volume.py), never a host directory, and a keeper container that holds it
         mounted after the step's container is gone (a tmpfs volume is unmounted, its files
         lost, when its last container stops) and through which it is read."""
         from docker.types import Mount

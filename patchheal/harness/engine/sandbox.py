@@ -248,7 +248,7 @@ def step_container_kwargs(
 
     With `wall_limit`, the container enforces it itself (`self_limited`): it
     dies on time even when the patchheal process that watches it was killed.
-    `volumes`: further docker `Mount`s (the results tmpfs: resultsvolume.py).
+    `volumes`: further docker `Mount`s (the results tmpfs: results/volume.py).
     """
     from docker.types import Mount
 

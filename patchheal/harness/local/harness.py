@@ -1,7 +1,7 @@
 """The local harness: the step runs as a host process in the worktree.
 
 Fast and with no isolation; the Docker harness is the authoritative one. A
-job's setup runs in a venv of the job's own (`localenv.py`), never in the
+job's setup runs in a venv of the job's own (`local/venv.py`), never in the
 environment patchheal runs in, and the job's steps run with it activated.
 """
 

@@ -3,7 +3,7 @@
 Per run, the harness opens a fresh directory outside the worktree (a
 `results-<nonce>` directory under a private temp dir; in a Docker sandbox
 session `/run/patchheal/results-<nonce>` in a capped tmpfs of the container,
-read back through the engine: resultsvolume.py) and a random signing token. Both
+read back through the engine: results/volume.py) and a random signing token. Both
 reach the step only through its environment, never the proposer's context.
 The collectors (`collectors/`: a pytest plugin loaded by PYTEST_PLUGINS, a
 unittest hook loaded by sitecustomize, node's JUnit reporter through
