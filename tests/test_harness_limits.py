@@ -13,11 +13,12 @@ from patchheal.config import build_spec
 from patchheal.errors import SpecError
 from patchheal.failure.analysis import analyze
 from patchheal.failure.classify import classify
-from patchheal.harness.config import HarnessDef, SandboxSpec
+from patchheal.harness.config import HarnessDef
 from patchheal.harness.definitions import load_harness
 from patchheal.harness.engine import sandbox
 from patchheal.harness.engine.treesize import allocated_bytes, shown
 from patchheal.harness.images import recipe
+from patchheal.harness.tables import SandboxSpec
 from patchheal.models import CommandResult, FailureClass
 from patchheal.verdict.judge import judge
 

@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from patchheal.harness.base import DETERMINISTIC_ENV
-from patchheal.harness.config import HarnessDef, SandboxSpec
+from patchheal.harness.config import HarnessDef
 from patchheal.harness.engine import gitmeta
+from patchheal.harness.tables import SandboxSpec
 
 VENV = "/opt/patchheal/venv"
 NODE_DIR = "/opt/patchheal/node"

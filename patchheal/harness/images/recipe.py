@@ -15,8 +15,9 @@ import json
 from collections.abc import Sequence
 
 from patchheal.errors import ImageBuildError, SpecError
-from patchheal.harness.config import HarnessDef, check_debian_package
+from patchheal.harness.config import HarnessDef
 from patchheal.harness.engine.ownership import REPOSITORY
+from patchheal.harness.tables import check_debian_package
 
 BUILDER_VERSION = "1"
 
