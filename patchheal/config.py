@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from patchheal.errors import SpecError, validation_problems
-from patchheal.harness.config import check_debian_package
+from patchheal.harness.tables import check_debian_package
 from patchheal.intake import rawspec
 from patchheal.proposers.config import PatchfilesConfig, ProposerConfig
 

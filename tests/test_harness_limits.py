@@ -13,11 +13,12 @@ from patchheal.config import build_spec
 from patchheal.errors import SpecError
 from patchheal.failure.analysis import analyze
 from patchheal.failure.classify import classify
-from patchheal.harness.config import HarnessDef, SandboxSpec
+from patchheal.harness.config import HarnessDef
 from patchheal.harness.definitions import load_harness
 from patchheal.harness.engine import sandbox
 from patchheal.harness.engine.treesize import allocated_bytes, shown
-from patchheal.harness.images import build as images
+from patchheal.harness.images import recipe
+from patchheal.harness.tables import SandboxSpec
 from patchheal.models import CommandResult, FailureClass
 from patchheal.verdict.judge import judge
 
@@ -46,27 +47,27 @@ def test_job_packages_refuse_what_is_no_debian_name(tmp_path: Path, bad: str) ->
 
 def test_the_image_of_a_package_list_is_keyed_by_the_sorted_list() -> None:
     python = load_harness("python")
-    base = images.image_tag(python)
-    one = images.image_tag(images.with_packages(python, ["tree", "jq"]))
-    same = images.image_tag(images.with_packages(python, ["jq", "tree", "jq"]))
-    other = images.image_tag(images.with_packages(python, ["jq"]))
+    base = recipe.image_tag(python)
+    one = recipe.image_tag(recipe.with_packages(python, ["tree", "jq"]))
+    same = recipe.image_tag(recipe.with_packages(python, ["jq", "tree", "jq"]))
+    other = recipe.image_tag(recipe.with_packages(python, ["jq"]))
     assert one == same
     assert len({base, one, other}) == 3
-    assert images.with_packages(python, []) is python
+    assert recipe.with_packages(python, []) is python
     # A harness on another's image (dbt on python): the packages go into the chain's base.
-    dbt = images.with_packages(load_harness("dbt"), ["jq"])
-    assert images.image_tag(dbt) != images.image_tag(load_harness("dbt"))
-    assert images._base_harness(dbt).image.extra_packages == ("jq",)
+    dbt = recipe.with_packages(load_harness("dbt"), ["jq"])
+    assert recipe.image_tag(dbt) != recipe.image_tag(load_harness("dbt"))
+    assert recipe._base_harness(dbt).image.extra_packages == ("jq",)
 
 
 def test_job_packages_are_refused_where_no_image_takes_them() -> None:
     with pytest.raises(SpecError, match="not a Debian package name"):
-        images.with_packages(load_harness("python"), ["NotOne"])
+        recipe.with_packages(load_harness("python"), ["NotOne"])
     compose = HarnessDef.model_validate(
         {"name": "svc", "kind": "compose", "compose": {"service": "step"}}
     )
     with pytest.raises(SpecError, match="compose harness"):
-        images.with_packages(compose, ["jq"])
+        recipe.with_packages(compose, ["jq"])
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,7 @@ from patchheal.config import build_spec
 from patchheal.errors import InfraUnavailable, SpecError
 from patchheal.harness import config as hconfig
 from patchheal.harness import definitions, registry
+from patchheal.harness import tables as htables
 from patchheal.harness.local.harness import LocalHarness
 
 
@@ -32,9 +33,10 @@ def test_bundled_harnesses_are_listed() -> None:
 def test_every_definition_model_forbids_extras_and_documents_fields() -> None:
     models = [
         m
-        for m in vars(hconfig).values()
+        for module in (hconfig, htables)
+        for m in vars(module).values()
         if isinstance(m, type) and issubclass(m, BaseModel)
-        if m.__module__ == hconfig.__name__ and not m.__name__.startswith("_")
+        if m.__module__ == module.__name__ and not m.__name__.startswith("_")
     ]
     assert len(models) >= 5
     for model in models:
@@ -166,8 +168,8 @@ def test_a_refused_harness_run_leaves_no_workspace(tmp_path: Path) -> None:
 
 
 def test_process_memory_is_a_share_of_memory_a_size_or_off() -> None:
-    from patchheal.harness.config import SandboxSpec
     from patchheal.harness.engine.sandbox import process_limits
+    from patchheal.harness.tables import SandboxSpec
 
     def data_limit(**sandbox: str) -> int | None:
         limits = process_limits(SandboxSpec(**sandbox))  # type: ignore[arg-type]

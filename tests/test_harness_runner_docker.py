@@ -20,6 +20,7 @@ from harness_support import engine, python_def, python_image
 from patchheal.harness.config import HarnessDef
 from patchheal.harness.docker.harness import DockerHarness
 from patchheal.harness.images import build as images
+from patchheal.harness.images import recipe
 from patchheal.harness.inference import pythons
 
 __all__ = ["engine", "python_def", "python_image"]
@@ -83,7 +84,7 @@ def test_the_image_has_what_a_runner_has(
 def test_job_packages_are_installed_and_their_image_is_reused(
     python_image: str, python_def: HarnessDef, engine: Any, tmp_path: Path
 ) -> None:
-    with_jq = images.with_packages(python_def, ["jq"])
+    with_jq = recipe.with_packages(python_def, ["jq"])
     said: list[str] = []
     h = DockerHarness(with_jq, job_id=f"packages-{os.getpid()}", say=said.append)
     try:
@@ -92,11 +93,11 @@ def test_job_packages_are_installed_and_their_image_is_reused(
         h.close()
     assert result.exit_code == 0, result.output
     assert result.output.strip().splitlines()[-1] == "42"
-    tag = images.image_tag(with_jq)
+    tag = recipe.image_tag(with_jq)
     assert tag != python_image
     # The same list, in any order and repeated, is the same image: nothing is built again.
     again: list[str] = []
-    same = images.with_packages(python_def, ["jq", "jq"])
+    same = recipe.with_packages(python_def, ["jq", "jq"])
     assert images.ensure_image(engine, same, say=again.append) == tag
     assert again == []
     # The base image itself has no jq: the package came from the job's list.

@@ -14,6 +14,7 @@ from patchheal.harness.config import HarnessDef, load_harness_file
 from patchheal.harness.docker.harness import DockerHarness
 from patchheal.harness.engine import containers, ownership
 from patchheal.harness.images import build as images
+from patchheal.harness.images import recipe
 from patchheal.harness.setup import wheelhouse
 
 __all__ = ["engine", "python_def", "python_image"]
@@ -32,15 +33,15 @@ def test_tag_is_a_hash_of_the_recipe(tmp_path: Path) -> None:
     one = harness_dir(tmp_path, '[image]\npackages = ["python3", "git"]\n')
     same = harness_dir(tmp_path, '[image]\npackages = ["git", "python3"]\n')
     other = harness_dir(tmp_path, '[image]\npackages = ["python3"]\n')
-    assert images.image_tag(one) == images.image_tag(same)
-    assert images.image_tag(one) != images.image_tag(other)
-    assert images.image_tag(one).startswith("patchheal/probe:")
+    assert recipe.image_tag(one) == recipe.image_tag(same)
+    assert recipe.image_tag(one) != recipe.image_tag(other)
+    assert recipe.image_tag(one).startswith("patchheal/probe:")
 
 
 def test_tag_follows_the_files_beside_a_dockerfile(tmp_path: Path) -> None:
     toml = '[image]\npackages = ["python3"]\ndockerfile = "Dockerfile"\n'
-    first = images.image_tag(harness_dir(tmp_path, toml, {"Dockerfile": "FROM x\n", "a.sh": "1"}))
-    second = images.image_tag(harness_dir(tmp_path, toml, {"a.sh": "2"}))
+    first = recipe.image_tag(harness_dir(tmp_path, toml, {"Dockerfile": "FROM x\n", "a.sh": "1"}))
+    second = recipe.image_tag(harness_dir(tmp_path, toml, {"a.sh": "2"}))
     assert first != second
 
 
@@ -128,7 +129,7 @@ def test_health_check_failure_is_an_image_build_error(
     defn = defn.model_copy(update={"image": defn.image.model_copy(update={"ref": python_image})})
     with pytest.raises(ImageBuildError, match="health check"):
         images.ensure_image(engine, defn)
-    assert not images.exists(engine, images.image_tag(defn))
+    assert not images.exists(engine, recipe.image_tag(defn))
 
 
 @pytest.mark.docker
@@ -141,7 +142,7 @@ def test_dockerfile_on_the_offline_base_and_a_failing_build(
                                         "RUN echo layered > /layer\n"})  # fmt: skip
     tag = images.ensure_image(engine, good)
     try:
-        assert tag == images.image_tag(good)
+        assert tag == recipe.image_tag(good)
         # The build's throwaway tag goes once the image has its own.
         built = engine.images.get(tag)
         assert not [t for t in built.tags if t.startswith(f"{ownership.REPOSITORY}-tmp/")]
@@ -196,7 +197,7 @@ def test_rebuild_from_scratch_proves_the_offline_path(
         assert tag.startswith("patchheal-tmp/")
         assert any("mmdebstrap" in s or "debootstrap" in s for s in said)
         assert any("health check passed" in s for s in said)
-        assert not images.exists(engine, images.image_tag(defn))  # the cache is not touched
+        assert not images.exists(engine, recipe.image_tag(defn))  # the cache is not touched
     finally:
         containers.remove_image(engine, tag)
     assert not images.exists(engine, tag)

@@ -103,7 +103,7 @@ def test_harness_build_shows_a_long_wait_and_quiet_hides_it(tmp_path: Path) -> N
     import uuid
 
     from patchheal.harness.definitions import load_harness
-    from patchheal.harness.images import build as images
+    from patchheal.harness.images import recipe
 
     repo = tmp_path / "proj"
     folder = repo / "harnesses" / "slowbuild"
@@ -123,7 +123,7 @@ def test_harness_build_shows_a_long_wait_and_quiet_hides_it(tmp_path: Path) -> N
             [*argv, "--repo", str(repo)], capture_output=True, text=True, timeout=600
         )
         client = dockerapi.engine()
-        containers.remove_image(client, images.image_tag(load_harness("slowbuild", repo)))
+        containers.remove_image(client, recipe.image_tag(load_harness("slowbuild", repo)))
         return done
 
     loud = build()

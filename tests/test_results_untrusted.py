@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from patchheal.harness.results import untrusted
+from patchheal.harness.results import tarreader, untrusted
 from patchheal.harness.results.channel import NODE_JUNIT, ResultsChannel
 from patchheal.harness.results.junit import MAX_DEPTH, parse_junit
 from patchheal.models import TestResults
@@ -201,7 +201,7 @@ def test_a_tar_stream_gives_regular_files_only_within_the_budget(tmp_path: Path)
     directory: non-regular members refused with their kind, sizes within the budget."""
     data = _tar(tmp_path)
     budget = untrusted.Budget(bytes=1024)
-    members, cut = untrusted.read_tar(
+    members, cut = tarreader.read_tar(
         _chunked(data), budget, cap=len(data), wanted=lambda p: p.count("/") == 1
     )
     assert cut == ""
@@ -217,10 +217,10 @@ def test_a_tar_stream_gives_regular_files_only_within_the_budget(tmp_path: Path)
 
 def test_a_tar_stream_past_its_cap_is_cut_off(tmp_path: Path) -> None:
     data = _tar(tmp_path)
-    members, cut = untrusted.read_tar(
+    members, cut = tarreader.read_tar(
         _chunked(data), untrusted.Budget(), cap=len(data) // 2, wanted=lambda p: True
     )
     assert cut == f"the stream went past {len(data) // 2} bytes"
     assert len(members) < 7
-    _, cut = untrusted.read_tar([b"not a tar" * 100], untrusted.Budget(), cap=10**6, wanted=bool)
+    _, cut = tarreader.read_tar([b"not a tar" * 100], untrusted.Budget(), cap=10**6, wanted=bool)
     assert cut.startswith("an unreadable stream")

@@ -115,7 +115,7 @@ def _choice(
     command: str | None = None,
 ) -> dict[str, Any]:
     from patchheal.harness import definitions, registry
-    from patchheal.harness.images import build as images
+    from patchheal.harness.images import recipe
     from patchheal.harness.inference import nodes, pythons
 
     if wanted == "local":
@@ -151,7 +151,7 @@ def _choice(
             (v for v, suite in defn.nodes.items() if suite == defn.image.suite), None
         )
         choice["nodes"] = list(nodes.offered(defn))
-    choice["image"] = images.image_tag(defn)
+    choice["image"] = recipe.image_tag(defn)
     return choice
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from patchheal.errors import InfraUnavailable, SpecError
 from patchheal.harness.config import HarnessDef
 from patchheal.harness.definitions import list_harnesses, load_harness
-from patchheal.harness.images import build as images
+from patchheal.harness.images import recipe
 from patchheal.harness.inference import kind as inference
 from patchheal.harness.inference import nodes, pythons
 
@@ -55,7 +55,7 @@ def resolve(job: JobSpec, repo: Path) -> tuple[HarnessDef | None, str]:
         command=job.steps[0].command,
     )
     defn, node = nodes.choose(defn, repo, job.job.base, job.job.node, job.job.node_from_workflow)
-    defn = images.with_packages(defn, job.job.packages)
+    defn = recipe.with_packages(defn, job.job.packages)
     return defn, "; ".join(filter(None, (why, python, node)))
 
 

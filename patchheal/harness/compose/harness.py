@@ -6,8 +6,9 @@ service name; patchheal waits for them (healthy when they have a healthcheck,
 running otherwise), runs the step in a fresh container of the base harness
 (same image, dependencies and sandbox as that harness) on the same network,
 then tears down every container, the network and the named volumes, on every
-path out. Fresh services per run keep a verdict from depending on what an
-earlier attempt left in a database.
+path out (those resources, created and removed: `lifecycle.py`). Fresh
+services per run keep a verdict from depending on what an earlier attempt left
+in a database.
 """
 
 from __future__ import annotations
@@ -16,17 +17,17 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from patchheal.errors import HarnessError, ImageBuildError, SpecError
+from patchheal.errors import ImageBuildError, SpecError
 from patchheal.harness.base import OutputSink
 from patchheal.harness.compose import file as composefile
+from patchheal.harness.compose import lifecycle
 from patchheal.harness.config import HarnessDef
 from patchheal.harness.docker.harness import COLLECTORS_MOUNT, DockerHarness
-from patchheal.harness.engine import containers, dockerapi, ownership, sandbox, treesize
-from patchheal.harness.engine.containers import remove_network, remove_volume
+from patchheal.harness.engine import containers, ownership, sandbox, treesize
 from patchheal.harness.images import build as images
 from patchheal.harness.images import services
 from patchheal.harness.images.build import Say
@@ -37,7 +38,6 @@ from patchheal.models import CommandResult
 
 if TYPE_CHECKING:
     from docker import DockerClient
-    from docker.models.containers import Container
 
 log = logging.getLogger(__name__)
 
@@ -143,14 +143,20 @@ class ComposeHarness:
         step_service = services.pop(self.spec.service, None)
         image = self.base.run_image(worktree)
         started = time.monotonic()
-        with self._network() as network, contextlib.ExitStack() as stack:
+        client, job, name = self.client, self.job_id, self.defn.name
+        with lifecycle.network(client, job, name) as network, contextlib.ExitStack() as stack:
             for service in services.values():
-                container = stack.enter_context(self._service(service, network))
-                self._wait_ready(container, service, started)
+                container = stack.enter_context(
+                    lifecycle.service(client, job, name, service, network, self._service_image)
+                )
+                lifecycle.wait_ready(container, service, started, self.spec.ready_timeout)
             channel = ResultsChannel(trace=trace, on_host=False)
             stack.callback(channel.close)
             user = sandbox.resolve_user(self.base.defn, worktree)
-            volume, keeper = stack.enter_context(self._results(image, user, channel.nonce))
+            size = sandbox.size_bytes(self.base.defn.sandbox.results_size)
+            volume, keeper = stack.enter_context(
+                lifecycle.results(client, job, name, image, user, channel.nonce, size)
+            )
             done = self._step(
                 command,
                 worktree,
@@ -162,56 +168,12 @@ class ComposeHarness:
                 on_output,
                 (channel, volume),
             )
-            size = sandbox.size_bytes(self.base.defn.sandbox.results_size)
             tests = channel.collect(
                 worktree,
                 results,
                 reader=lambda budget: resultsvolume.collect(keeper, channel.nonce, size, budget),
             )
             return done.model_copy(update={"tests": tests})
-
-    @contextlib.contextmanager
-    def _results(self, image: str, user: str, nonce: str) -> Iterator[tuple[str, Container]]:
-        """The step's results directory: a named tmpfs volume capped as a session's
-        (results/volume.py), never a host directory, and a keeper container that holds it
-        mounted after the step's container is gone (a tmpfs volume is unmounted, its files
-        lost, when its last container stops) and through which it is read."""
-        from docker.types import Mount
-
-        size = sandbox.size_bytes(self.base.defn.sandbox.results_size)
-        name = ownership.container_name(self.job_id, f"{self.defn.name}-results")
-        remove_volume(self.client, name)
-        dockerapi.call(
-            self.client.volumes.create,
-            name=name,
-            driver="local",
-            driver_opts=resultsvolume.tmpfs_options(size),
-            labels=ownership.owner_labels(self.job_id, "volume"),
-        )
-        try:
-            with containers.created(
-                self.client,
-                name=ownership.container_name(self.job_id, f"{self.defn.name}-keeper"),
-                image=image,
-                entrypoint=["sleep", "infinity"],
-                command=[],
-                user=user,
-                network_mode="none",
-                mounts=[Mount(target=resultsvolume.ROOT, source=name, type="volume")],
-                labels=ownership.owner_labels(self.job_id, "results-keeper"),
-                mem_limit="64m",
-                pids_limit=8,
-                cap_drop=["ALL"],
-                security_opt=["no-new-privileges"],
-                init=True,
-            ) as keeper:
-                containers.start(keeper)
-                made = keeper.exec_run(["mkdir", "-m", "0700", resultsvolume.run_dir(nonce)])
-                if made.exit_code != 0:
-                    raise HarnessError(f"cannot make the results directory: {made.output!r}")
-                yield name, keeper
-        finally:
-            remove_volume(self.client, name)
 
     def _step(
         self,
@@ -248,7 +210,7 @@ class ComposeHarness:
             volumes=[resultsvolume.mount(0, source=volume)],
         )
         kwargs.pop("network_mode")
-        kwargs.update(self._endpoint(network, self.spec.service))
+        kwargs.update(lifecycle.endpoint(self.client, network, self.spec.service))
         name = ownership.container_name(self.job_id, f"{self.defn.name}-{self.spec.service}")
         with (
             containers.created(self.client, name=name, **kwargs) as container,
@@ -261,107 +223,8 @@ class ComposeHarness:
             done = dataclasses.replace(done, stopped=watch.reason)
         return done.result(command, harness=self.name, memory=defn.sandbox.memory)
 
-    def _endpoint(self, network: str, alias: str) -> dict[str, Any]:
-        config = self.client.api.create_endpoint_config(aliases=[alias])
-        return {"network": network, "networking_config": {network: config}}
-
-    @contextlib.contextmanager
-    def _network(self) -> Iterator[str]:
-        import docker.errors
-
-        name = ownership.container_name(self.job_id, f"{self.defn.name}-net")
-        for stale in self.client.networks.list(names=[name]):
-            remove_network(stale)
-        network = dockerapi.call(
-            self.client.networks.create,
-            name,
-            driver="bridge",
-            internal=True,  # services talk to each other, never to anything outside
-            labels=ownership.owner_labels(self.job_id, "network"),
-        )
-        try:
-            yield name
-        finally:
-            with contextlib.suppress(docker.errors.NotFound):
-                remove_network(network)
-
-    @contextlib.contextmanager
-    def _service(self, service: composefile.Service, network: str) -> Iterator[Container]:
-        volumes = [self._volume(source) for source, _ in service.volumes]
-        try:
-            labels = ownership.owner_labels(self.job_id, f"service-{service.name}")
-            kwargs: dict[str, Any] = {
-                "image": self._service_image(service),
-                "command": service.command,
-                "entrypoint": service.entrypoint,
-                "environment": service.environment,
-                "labels": labels,
-                "working_dir": service.working_dir,
-                "user": service.user,
-                "healthcheck": service.healthcheck,
-                "tmpfs": dict.fromkeys(service.tmpfs, "rw"),
-                "volumes": {
-                    v: {"bind": t, "mode": "rw"}
-                    for v, (_, t) in zip(volumes, service.volumes, strict=True)
-                },
-                "mem_limit": service.mem_limit or "1g",
-                "pids_limit": 1024,
-                "security_opt": ["no-new-privileges"],
-                "init": True,
-                **self._endpoint(network, service.name),
-            }
-            name = ownership.container_name(self.job_id, f"{self.defn.name}-{service.name}")
-            with containers.created(
-                self.client, name=name, **{k: v for k, v in kwargs.items() if v is not None}
-            ) as container:
-                containers.start(container)
-                yield container
-        finally:
-            for volume in volumes:
-                remove_volume(self.client, volume)
-
-    def _volume(self, source: str) -> str:
-        name = ownership.container_name(self.job_id, f"{self.defn.name}-vol-{source}")
-        remove_volume(self.client, name)
-        labels = ownership.owner_labels(self.job_id, "volume")
-        dockerapi.call(self.client.volumes.create, name=name, labels=labels)
-        return name
-
-    def _wait_ready(self, container: Container, service: composefile.Service, t0: float) -> None:
-        """Poll the service every 0.2 s until it is ready, until `ready_timeout` after `t0`.
-        An exited or unhealthy service raises at once (tenacity retries only "not ready")."""
-        from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
-
-        timeout = self.spec.ready_timeout
-
-        def not_ready(_state: object) -> bool:
-            raise HarnessError(f"service {service.name!r} not ready after {timeout:.0f} s")
-
-        poll = Retrying(
-            retry=retry_if_result(lambda ready: not ready),
-            stop=stop_after_delay(max(t0 + timeout - time.monotonic(), 0.0)),
-            wait=wait_fixed(0.2),
-            retry_error_callback=not_ready,
-        )
-        poll(_service_ready, container, service)
-
     def close(self) -> None:
         self.base.close()
-
-
-def _service_ready(container: Container, service: composefile.Service) -> bool:
-    """Whether a started service is ready for the step; raises when it never will be."""
-    container.reload()
-    state = container.attrs.get("State", {})
-    health = (state.get("Health") or {}).get("Status")
-    if state.get("Status") in ("exited", "dead"):
-        logs = container.logs(tail=40).decode("utf-8", "replace")
-        raise HarnessError(f"service {service.name!r} exited before the step:\n{logs}")
-    if health == "unhealthy":
-        checks = (state.get("Health") or {}).get("Log") or [{}]
-        last = str(checks[-1].get("Output", "")).strip()[-500:]
-        raise HarnessError(f"service {service.name!r} is unhealthy: {last}")
-    return bool(state.get("Running") and (service.healthcheck is None or health == "healthy"))
 
 
 def _compose_names() -> tuple[str, ...]:

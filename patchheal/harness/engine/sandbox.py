@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from patchheal.harness.base import DETERMINISTIC_ENV
-from patchheal.harness.config import HarnessDef, SandboxSpec
+from patchheal.harness.config import HarnessDef
 from patchheal.harness.engine import bytecode, gitmeta
+from patchheal.harness.tables import SandboxSpec
 
 # A fixed unprivileged user so a step never runs as root, even in an image
 # whose worktree is owned by root on the host.

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from patchheal.harness.config import SandboxSpec
+from patchheal.harness.tables import SandboxSpec
 
 log = logging.getLogger(__name__)
 

@@ -1,8 +1,8 @@
 """Harness images: content-addressed, built offline when no registry answers, health-checked.
 
 The tag is a hash of what builds the image (the [image] table and every file
-beside harness.toml), so an edited recipe gives a new image and an unchanged
-one is never rebuilt. The base image comes from, in order:
+beside harness.toml: `recipe.py`), so an edited recipe gives a new image and an
+unchanged one is never rebuilt. The base image comes from, in order:
 
 1. `ref` already in the engine, or pulled when its registry might be reachable
    (the registry host resolves or the engine has mirrors: fail fast, no waiting);
@@ -17,93 +17,30 @@ build runs the harness's check in a fresh container before it is tagged.
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import socket
 import tempfile
 import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from patchheal.errors import ImageBuildError, SpecError
-from patchheal.harness.config import HarnessDef, check_debian_package
+from patchheal.errors import ImageBuildError
+from patchheal.harness.config import HarnessDef
 from patchheal.harness.engine import containers, dockerapi, ownership
 from patchheal.harness.engine.containers import remove_image
 from patchheal.harness.engine.hostdirs import file_lock
 from patchheal.harness.engine.ownership import REPOSITORY
 from patchheal.harness.images import rootfs
+from patchheal.harness.images.recipe import _base_harness, image_tag
 
 if TYPE_CHECKING:
     from docker import DockerClient
 
 Say = Callable[[str], None]
 
-BUILDER_VERSION = "2"  # 2: the standard library's bytecode (engine/bytecode.py)
 SOURCE_LABEL = "patchheal.source"
 MOUNTS_LABEL = "patchheal.host_mounts"
-
-
-def recipe_hash(defn: HarnessDef, _chain: tuple[str, ...] = ()) -> str:
-    """A hash of everything that builds the image."""
-    digest = hashlib.sha256()
-    recipe = defn.image.model_dump(mode="json")
-    recipe["packages"] = sorted(defn.image.packages)
-    recipe["extra_packages"] = sorted(set(defn.image.extra_packages))
-    # Keys added later are left out while unset, so existing images keep their tags.
-    for key in ("harness", "extra_packages"):
-        if not recipe.get(key):
-            recipe.pop(key, None)
-    digest.update(json.dumps([BUILDER_VERSION, recipe], sort_keys=True).encode())
-    if defn.image.harness:
-        # A rebuilt base harness must give this one a new tag too.
-        if defn.name in _chain:
-            raise ImageBuildError(f"[image] harness loops: {' → '.join([*_chain, defn.name])}")
-        digest.update(recipe_hash(_base_harness(defn), (*_chain, defn.name)).encode())
-    if defn.image.dockerfile and defn.path is not None:
-        for path in sorted(p for p in defn.path.rglob("*") if p.is_file()):
-            if path.name != "harness.toml":
-                digest.update(str(path.relative_to(defn.path)).encode() + b"\0")
-                digest.update(path.read_bytes())
-    return digest.hexdigest()
-
-
-def _base_harness(defn: HarnessDef) -> HarnessDef:
-    from patchheal.harness.definitions import load_harness
-
-    assert defn.image.harness is not None
-    # Looked up from the folder the definition lives in, so a repository's own
-    # harnesses/ can base one harness on another.
-    repo = defn.path.parent.parent if defn.path is not None else None
-    # A job's packages go into the Debian base the chain starts from.
-    return with_packages(load_harness(defn.image.harness, repo), defn.image.extra_packages)
-
-
-def with_packages(defn: HarnessDef, packages: Sequence[str]) -> HarnessDef:
-    """`defn` with a job's Debian `packages` added to its image (`[job] packages`): an image
-    of its own, built offline from Debian's packages like the base, tagged by the sorted
-    list with the rest of the recipe, so the same list reuses it."""
-    if not packages:
-        return defn
-    if defn.kind != "docker":
-        raise SpecError(
-            f"[job] packages: harness {defn.name!r} is a {defn.kind} harness; job packages go "
-            "into a docker harness's image (its [compose] base harness's, in its definition)"
-        )
-    for name in packages:
-        try:
-            check_debian_package(name)
-        except ValueError as exc:
-            raise SpecError(f"[job] packages: {exc}") from None
-    wanted = tuple(sorted({*defn.image.extra_packages, *packages}))
-    return defn.model_copy(
-        update={"image": defn.image.model_copy(update={"extra_packages": wanted})}
-    )
-
-
-def image_tag(defn: HarnessDef) -> str:
-    return f"{REPOSITORY}/{defn.name}:{recipe_hash(defn)[:16]}"
 
 
 def exists(client: DockerClient, ref: str) -> bool:
@@ -312,6 +249,4 @@ __all__ = [
     "ensure_image",
     "health_check",
     "host_mounts",
-    "image_tag",
-    "with_packages",
 ]

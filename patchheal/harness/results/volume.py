@@ -13,7 +13,7 @@ cgroup: it lives inside the container's limits, never on the host's disk.
   the step starts (`PRELUDE`, as the step's user; the volume's root is 1777
   like /tmp) and makes the run's own `results-<nonce>` directory.
 - After the run (and its sweep: no process of it is left to write), `collect`
-  reads the volume through the engine's tar stream with `untrusted.read_tar`:
+  reads the volume through the engine's tar stream with `tarreader.read_tar`:
   regular files of the run's directory only, under the channel's budget.
 - A volume that is full (its byte or inode cap reached) rejects the run with
   that reason: the collectors' own writes may have been cut off. So does
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from patchheal.harness.results import untrusted
+from patchheal.harness.results import tarreader, untrusted
 
 if TYPE_CHECKING:
     from docker.models.containers import Container
@@ -85,7 +85,7 @@ def collect(
     except docker.errors.APIError as exc:
         return [untrusted.Entry(".", refused=f"cannot read the results volume: {exc}")]
     # Files directly in the run's directory are read; deeper ones sit in a refused directory.
-    members, cut = untrusted.read_tar(
+    members, cut = tarreader.read_tar(
         chunks, budget, cap=size + _TAR_SLACK, wanted=lambda path: bool(in_mine(path))
     )
     entries: list[untrusted.Entry] = []
