@@ -10,7 +10,7 @@ import pytest
 from harness_support import engine, python_def, python_image
 
 from patchheal.harness.config import HarnessDef
-from patchheal.harness.setup import wheelhouse
+from patchheal.harness.setup import pipargs, wheelhouse
 
 __all__ = ["engine", "python_def", "python_image"]
 
@@ -99,13 +99,13 @@ def test_requirement_files_are_expanded_and_kept_inside_the_worktree(tmp_path: P
     (tmp_path / "req").mkdir()
     (tmp_path / "req" / "base.txt").write_text("requests>=2  # pinned below\n-r more.txt\n")
     (tmp_path / "req" / "more.txt").write_text("-e .\n\n# comment\nclick\n")
-    args = wheelhouse.expand_requirement_files(["-r", "req/base.txt", "rich"], tmp_path)
+    args = pipargs.expand_requirement_files(["-r", "req/base.txt", "rich"], tmp_path)
     assert args == ["requests>=2", "-e", ".", "click", "rich"]
     (tmp_path / "loop.txt").write_text("-r loop.txt\n")
     with pytest.raises(wheelhouse.HarnessError, match="nested too deep"):
-        wheelhouse.expand_requirement_files(["-r", "loop.txt"], tmp_path)
+        pipargs.expand_requirement_files(["-r", "loop.txt"], tmp_path)
     with pytest.raises(wheelhouse.HarnessError, match="outside the worktree"):
-        wheelhouse.expand_requirement_files(["-r", "/etc/hostname"], tmp_path)
+        pipargs.expand_requirement_files(["-r", "/etc/hostname"], tmp_path)
 
 
 def test_requirement_files_are_read_by_pips_line_rules(tmp_path: Path) -> None:
@@ -122,7 +122,7 @@ def test_requirement_files_are_read_by_pips_line_rules(tmp_path: Path) -> None:
         "--requirement=req/more.txt\n"
     )
     (tmp_path / "req" / "more.txt").write_text("-c pins.txt\n-i https://index.example/simple\n")
-    args = wheelhouse.expand_requirement_files(["-r", "requirements.txt"], tmp_path)
+    args = pipargs.expand_requirement_files(["-r", "requirements.txt"], tmp_path)
     pins = str((tmp_path / "req" / "pins.txt").resolve())
     assert args == [
         'requests; python_version >= "3.8"', "attrs     >=22", "flask==2.0",
@@ -137,7 +137,7 @@ def test_a_constraints_file_named_in_a_requirements_file_stays_in_the_worktree(
     worktree would show a host file's lines in the log."""
     (tmp_path / "requirements.txt").write_text("click\n-c /etc/passwd\n")
     with pytest.raises(wheelhouse.HarnessError, match="constraints file /etc/passwd: outside"):
-        wheelhouse.expand_requirement_files(["-r", "requirements.txt"], tmp_path)
+        pipargs.expand_requirement_files(["-r", "requirements.txt"], tmp_path)
     # The job's own command line: the spec's author chose the file.
-    own = wheelhouse.expand_requirement_files(["--constraint=/srv/pins.txt"], tmp_path)
+    own = pipargs.expand_requirement_files(["--constraint=/srv/pins.txt"], tmp_path)
     assert own == ["-c", "/srv/pins.txt"]

@@ -15,7 +15,7 @@ from patchheal.harness.docker.harness import DockerHarness
 from patchheal.harness.engine import containers, ownership
 from patchheal.harness.images import build as images
 from patchheal.harness.images import recipe
-from patchheal.harness.setup import wheelhouse
+from patchheal.harness.setup import pipargs
 
 __all__ = ["engine", "python_def", "python_image"]
 
@@ -55,7 +55,7 @@ def test_tag_follows_the_files_beside_a_dockerfile(tmp_path: Path) -> None:
     ],
 )
 def test_pip_install_commands_are_found(command: str, args: list[list[str]]) -> None:
-    assert wheelhouse.pip_install_args([command]) == args
+    assert pipargs.pip_install_args([command]) == args
 
 
 def test_local_projects_expand_to_their_static_requirements(tmp_path: Path) -> None:
@@ -65,11 +65,11 @@ def test_local_projects_expand_to_their_static_requirements(tmp_path: Path) -> N
         'dependencies = ["attrs>=22"]\n[project.optional-dependencies]\ntest = ["pytest>=7"]\n'
     )
     install = ["-U", "-e", ".[test]", "--user", "-r", "req.txt"]
-    args = wheelhouse.download_args(install, tmp_path)
+    args = pipargs.download_args(install, tmp_path)
     assert args == ["attrs>=22", "pytest>=7", "-r", "req.txt"]
     # Build requirements are downloaded apart (transitively, whatever the install's flags),
     # with what the backend's editable hook asks for at build time.
-    assert wheelhouse.build_requirements(install, tmp_path) == ["hatchling", "editables"]
+    assert pipargs.build_requirements(install, tmp_path) == ["hatchling", "editables"]
 
 
 @pytest.mark.parametrize(
@@ -91,7 +91,7 @@ def test_build_requirements_add_what_the_backends_hooks_ask_for(
 ) -> None:
     if build_system is not None:
         (tmp_path / "pyproject.toml").write_text(f"[build-system]\n{build_system}\n")
-    assert wheelhouse.build_requirements(["-e", "."], tmp_path) == expected
+    assert pipargs.build_requirements(["-e", "."], tmp_path) == expected
 
 
 def test_a_file_the_image_ships_is_read_from_the_harness_folder_on_the_host(
@@ -106,11 +106,11 @@ def test_a_file_the_image_ships_is_read_from_the_harness_folder_on_the_host(
         'image_files = { "/opt/pins/c.txt" = "c.txt" }\n',
         {"c.txt": "attrs==22.2.0\n"},
     )
-    (args,) = wheelhouse.pip_install_args(["pip install attrs -c /opt/pins/c.txt"])
-    assert wheelhouse.dynamic_projects(args, tmp_path) == []
-    host = wheelhouse.host_paths(wheelhouse.download_args(args, tmp_path), defn)
+    (args,) = pipargs.pip_install_args(["pip install attrs -c /opt/pins/c.txt"])
+    assert pipargs.dynamic_projects(args, tmp_path) == []
+    host = pipargs.host_paths(pipargs.download_args(args, tmp_path), defn)
     assert host == ["attrs", "-c", str(tmp_path / "harnesses" / "probe" / "c.txt")]
-    assert wheelhouse.host_paths(["--constraint=/opt/pins/c.txt"], defn) == [
+    assert pipargs.host_paths(["--constraint=/opt/pins/c.txt"], defn) == [
         f"--constraint={tmp_path / 'harnesses' / 'probe' / 'c.txt'}"
     ]
     with pytest.raises(SpecError, match="inside the harness folder"):

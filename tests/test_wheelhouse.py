@@ -21,7 +21,8 @@ from patchheal.errors import DependencySetupError
 from patchheal.harness.config import HarnessDef
 from patchheal.harness.docker.harness import DockerHarness
 from patchheal.harness.engine import containers
-from patchheal.harness.setup.wheelhouse import build_requirements, download_args, for_python
+from patchheal.harness.setup.markers import for_python
+from patchheal.harness.setup.pipargs import build_requirements, download_args
 from patchheal.workspace.worktrees import JobWorkspace
 
 __all__ = ["engine", "python_def", "python_image"]
