@@ -40,7 +40,17 @@ from tests.hostile.cases import Candidate, write_tree
 from tests.hostile.projects import params
 
 TIMEOUT = 30.0
-_INHERITED = ("PATH", "HOME", "USER", "LOGNAME", "TMPDIR", "PYENV_ROOT", "PYENV_VERSION")
+# As the local harness inherits them (PYTEST_DISABLE_PLUGIN_AUTOLOAD: tests/conftest.py).
+_INHERITED = (
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "TMPDIR",
+    "PYENV_ROOT",
+    "PYENV_VERSION",
+    "PYTEST_DISABLE_PLUGIN_AUTOLOAD",
+)
 _FAILURE = re.compile(r"\bfailed\b|FAILED|FAIL:|Traceback|AssertionError|\bERROR\b")
 
 

@@ -29,6 +29,9 @@ _INHERITED = (
     "VIRTUAL_ENV",
     "PYENV_ROOT",
     "PYENV_VERSION",
+    # The operator's choice to keep the host Python's pytest plugins out of the
+    # project's runs (docs/harnesses.md); it adds nothing a step could not do itself.
+    "PYTEST_DISABLE_PLUGIN_AUTOLOAD",
 )
 
 
