@@ -33,6 +33,21 @@ def _no_plugins_of_ours_in_steps() -> Iterator[None]:
         yield
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _one_cache_for_the_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """One patchheal cache (wheelhouses, npm cache, build locks) for every test of the
+    session, both xdist workers included: what one test downloaded another does not
+    download again, and two tests that need the same image or dependency image wait on
+    one lock instead of building it twice. A test about the cache itself sets its own
+    PATCHHEAL_CACHE_DIR (or drops it, to get the one under its HOME)."""
+    base = tmp_path_factory.getbasetemp()
+    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "cache"
+    shared.mkdir(exist_ok=True)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PATCHHEAL_CACHE_DIR", str(shared))
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _git_identity(
     monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
