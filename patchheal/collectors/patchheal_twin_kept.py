@@ -126,7 +126,7 @@ def _calls(original: ast.Expr, twin: ast.Expr) -> list[ast.stmt] | None:
     kept: list[ast.stmt] = [
         ast.Assign([ast.Name(names[i], ast.Store())], values[i]) for i in range(len(values))
     ]
-    given = [_load(name) for name in names]
+    given: list[ast.expr] = [_load(name) for name in names]
     impossible = [twin_values[i] if changed[i] else given[i] for i in range(len(values))]
     count = len(was.args)
     for func, args in ((was.func, given), (made.func, impossible)):
