@@ -88,8 +88,8 @@ def sample(candidates: list[Candidate]) -> list[Candidate]:
 
 
 def limits() -> list[Candidate]:
-    """What still tells the twin apart (`payloads.LIMITS`): each under every runner, its
-    form rotating; judged for what they are, not with the battery that must refuse all."""
+    """What still tells the twin apart (`payloads.LIMITS`), to no gain: each under every
+    runner, its form rotating; judged with the twin in each place, apart from the battery."""
     out: list[Candidate] = []
     for i, variant in enumerate(LIMITS):
         for r, runner in enumerate(RUNNERS):

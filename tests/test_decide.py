@@ -235,7 +235,7 @@ REFUSALS: list[tuple[str, Build, Outcome, str]] = [
         lambda t: _all(
             t,
             twin=_twin(
-                kept={ADD: ("tests/test_calc.py", 5)},
+                kept={ADD: ("tests/test_calc.py", 5, "pytest")},
                 result=_with_tests(TWIN_FAILED, asserted={ADD: ()}, evidence_kinds=("pytest",)),
             ),
         ),
@@ -366,3 +366,29 @@ def test_a_run_is_judged_against_its_own_baseline_whatever_was_judged_before(
     decision = decide(other)
     assert (decision.by, decision.outcome) == ("still_fails", Outcome.NO_EFFECT)
     assert "fewer tests ran by id than in the baseline (2 < 3)" in decision.reason
+
+
+@pytest.mark.parametrize(
+    ("kind", "kinds", "seen", "still_fails"),
+    [
+        ("unittest", ("unittest",), (), True),  # the helper as it is never passed
+        ("unittest", ("unittest",), ("tests/test_calc.py:5",), False),  # it passed: a real fix
+        ("unittest", ("pytest",), (), False),  # no helper evidence in that run: nothing told
+        ("pytest", ("unittest",), (), False),  # no assertion-pass hook in that run
+        ("pytest", ("pytest", "unittest"), (), True),
+    ],
+)
+def test_a_twin_failing_as_it_is_is_told_by_the_evidence_of_its_own_kind(
+    tmp_path: Path, kind: str, kinds: tuple[str, ...], seen: tuple[str, ...], still_fails: bool
+) -> None:
+    """The line kept in the twin is a plain assert (pytest's hook reports it) or a
+    `self.assert*` call (the unittest helpers do): a protected test failing there without
+    its line seen failed as it is (no_effect), judged only on a run that had that evidence."""
+    result = _with_tests(TWIN_FAILED, asserted={ADD: seen}, evidence_kinds=kinds)
+    twin = _twin(kept={ADD: ("tests/test_calc.py", 5, kind)}, result=result)
+    decision = decide(_all(tmp_path, twin=twin))
+    if still_fails:
+        assert (decision.by, decision.outcome) == ("twin_still_fails", Outcome.NO_EFFECT)
+        assert f"{ADD} failed before its assert at line 5 was made impossible" in decision.reason
+    else:
+        assert decision.outcome is Outcome.FIXED, decision.reason

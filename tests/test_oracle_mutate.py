@@ -367,3 +367,184 @@ def test_an_assert_after_a_return_nested_in_a_try_is_never_chosen() -> None:
     function = ast.parse(source).body[0]
     assert isinstance(function, ast.FunctionDef)
     assert [type(s).__name__ for s in executed(function.body)] == ["Assign"]
+
+
+# The twin runs each changed `self.assert*` call first as it is, then as made impossible
+# (collectors/patchheal_twin_kept.py, applied by the collector to the twin's tree). The
+# class records each helper call it is given; `f` each argument it evaluates.
+KEPT_FILE = textwrap.dedent("""
+    import unittest
+
+    CALLS = []
+    HELPERS = []
+
+
+    def f(name, value):
+        CALLS.append(name)
+        return value
+
+
+    class Recorded(unittest.TestCase):
+        def assertEqual(self, *args, **kwargs):
+            HELPERS.append(("assertEqual", args, kwargs))
+            return super().assertEqual(*args, **kwargs)
+
+        def assertAlmostEqual(self, *args, **kwargs):
+            HELPERS.append(("assertAlmostEqual", args, kwargs))
+            return super().assertAlmostEqual(*args, **kwargs)
+
+        def assertTrue(self, *args, **kwargs):
+            HELPERS.append(("assertTrue", args, kwargs))
+            return super().assertTrue(*args, **kwargs)
+
+        def assertFalse(self, *args, **kwargs):
+            HELPERS.append(("assertFalse", args, kwargs))
+            return super().assertFalse(*args, **kwargs)
+
+
+    class CalcTest(Recorded):
+        def test_equal(self):
+            self.assertEqual(f("first", [5]), f("second", [5]), f("msg", "m"))
+
+        def test_literal(self):
+            self.assertEqual(f("first", 5), 5, msg=f("msg", "m"))
+
+        def test_keywords(self):
+            self.assertAlmostEqual(
+                f("first", 1.0),
+                f("second", 1.0),
+                delta=f("delta", 0.5),
+                msg=f("msg", "m"),
+            )
+
+        def test_true(self):
+            self.assertTrue(f("value", [1]), msg=f("msg", "m"))
+
+        def test_buggy(self):
+            self.assertEqual(f("first", 4), 5)
+
+        def test_unpacked(self):
+            self.assertTrue(*f("args", ([1],)))
+
+        def test_unpacked_keywords(self):
+            self.assertTrue(f("value", 1), **f("kwargs", {"msg": "m"}))
+
+        def test_raises(self):
+            self.assertRaises(ValueError, int, "x")
+            with self.assertRaises(ValueError):
+                int("y")
+""")
+# Test -> the arguments it evaluates (in order), and what the helper as it is is given.
+KEPT_ARGS: dict[str, tuple[list[str], tuple[Any, ...], dict[str, Any]]] = {
+    "test_equal": (["first", "second", "msg"], ([5], [5], "m"), {}),
+    "test_literal": (["first", "msg"], (5, 5), {"msg": "m"}),
+    "test_keywords": (["first", "second", "delta", "msg"], (1.0, 1.0), {"delta": 0.5, "msg": "m"}),
+    "test_true": (["value", "msg"], ([1],), {"msg": "m"}),
+}
+
+
+def _doubled(twin: FileTwin, keep: set[int]) -> Any:
+    """The twin's tree as the collector compiles it, with these lines kept."""
+    import ast
+    import importlib.util
+
+    from patchheal.harness.results.collectors import COLLECTORS
+
+    spec = importlib.util.spec_from_file_location(
+        "patchheal_twin_kept", COLLECTORS / "patchheal_twin_kept.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    kept = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(kept)
+    tree = ast.parse(twin.source)
+    kept.keep_originals(tree, ast.parse(KEPT_FILE), keep)
+    return tree
+
+
+def _run_kept(tree: Any, name: str) -> tuple[dict[str, Any], unittest.TestResult]:
+    namespace = _namespace_of(tree)
+    result = unittest.TestResult()
+    namespace["CalcTest"](name).run(result)
+    return namespace, result
+
+
+def _namespace_of(tree: Any) -> dict[str, Any]:
+    namespace: dict[str, Any] = {"__name__": "twin_under_test"}
+    exec(compile(tree, "tests/test_twin.py", "exec"), namespace)
+    return namespace
+
+
+def _method_body(tree: Any, name: str) -> list[Any]:
+    import ast
+
+    return next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == name).body
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_unittest_call_runs_as_it_is_then_impossible_each_argument_evaluated_once(
+    seed: int,
+) -> None:
+    """Each argument (keywords and `msg` included) evaluated once, in order; the helper as it
+    is with those very values, then the impossible one with them but for what it changed,
+    on the same line; the test fails there, as a real fix's twin must."""
+    twin = _twin(KEPT_FILE, *(Target(n, ("CalcTest",), n) for n in KEPT_ARGS), seed=seed)
+    lines = {m.test_id: m.line for m in twin.mutations}
+    assert {m.as_is for m in twin.mutations} == {"unittest"}
+    tree = _doubled(twin, set(lines.values()))
+    for name, (calls, args, kwargs) in KEPT_ARGS.items():
+        body = _method_body(tree, name)
+        assert len(body) == len(args) + len(kwargs) + 2, name  # each argument, then two calls
+        assert {s.lineno for s in body} == {lines[name]}
+        namespace, result = _run_kept(tree, name)
+        assert namespace["CALLS"] == calls, name
+        (as_is, given, named), (impossible, made, made_named) = namespace["HELPERS"]
+        assert (given, named) == (args, kwargs), name
+        assert list(made_named) == list(named), name
+        was = [*given, *named.values()]
+        now = [*made, *made_named.values()]
+        same = [a is b for a, b in zip(was, now, strict=True)]  # the very objects, not copies
+        assert same.count(False) == (0 if impossible != as_is else 1), (name, was, now)
+        failed = result.failures + result.errors
+        assert len(failed) == 1, name
+        assert f"line {lines[name]}," in failed[0][1], failed[0][1]
+
+
+def test_assert_true_runs_as_it_is_then_as_assert_false() -> None:
+    twin = _twin(KEPT_FILE, Target("t", ("CalcTest",), "test_true"))
+    tree = _doubled(twin, {twin.mutations[0].line})
+    namespace, result = _run_kept(tree, "test_true")
+    assert [h[0] for h in namespace["HELPERS"]] == ["assertTrue", "assertFalse"]
+    assert namespace["HELPERS"][0][1][0] is namespace["HELPERS"][1][1][0]  # the same list
+    assert namespace["CALLS"] == ["value", "msg"]
+    assert len(result.failures) == 1
+
+
+def test_a_call_that_fails_as_it_is_never_reaches_the_impossible_one() -> None:
+    """The bug still there: the helper as it is fails, so the monitor never sees its line
+    pass (the twin then counts as a failing run, verdict/twin.py)."""
+    twin = _twin(KEPT_FILE, Target("t", ("CalcTest",), "test_buggy"))
+    tree = _doubled(twin, {twin.mutations[0].line})
+    namespace, result = _run_kept(tree, "test_buggy")
+    assert [(h[0], h[1][0]) for h in namespace["HELPERS"]] == [("assertEqual", 4)]
+    assert namespace["CALLS"] == ["first"]
+    assert len(result.failures) == 1
+
+
+@pytest.mark.parametrize("name", ["test_unpacked", "test_unpacked_keywords", "test_raises"])
+def test_shapes_that_are_not_doubled_keep_the_impossible_change_alone(name: str) -> None:
+    """A call unpacking `*args` or `**kwargs` is changed, not run as it is first (its
+    arguments could not be passed twice as they were); `assertRaises` in either form is no
+    candidate (its test gets the impossible assertion added). Told to keep those lines,
+    the collector leaves the twin's statements as they are."""
+    import ast
+
+    twin = _twin(KEPT_FILE, Target("t", ("CalcTest",), name))
+    assert [m.as_is for m in twin.mutations] == [""]
+    function = _method_body(ast.parse(KEPT_FILE), name)
+    keep = {n.lineno for s in function for n in ast.walk(s) if hasattr(n, "lineno")}
+    as_twinned = ast.dump(ast.parse(twin.source))
+    assert ast.dump(_doubled(twin, keep)) == as_twinned
+    namespace, result = _run_kept(_doubled(twin, keep), name)
+    assert len(namespace["HELPERS"]) <= 1
+    assert len(result.failures + result.errors) == 1

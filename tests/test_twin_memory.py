@@ -66,15 +66,23 @@ RUNNERS = {
 }
 
 
-def _collector() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "patchheal_twin", COLLECTORS / "patchheal_twin.py"
-    )
+def _load(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, COLLECTORS / f"{name}.py")
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _collector() -> ModuleType:
+    """patchheal_twin as the step imports it (the collectors' folder is not on this
+    process's path: the module it imports by name is given for the time of its import)."""
+    sys.modules["patchheal_twin_kept"] = _load("patchheal_twin_kept")
+    try:
+        return _load("patchheal_twin")
+    finally:
+        del sys.modules["patchheal_twin_kept"]
 
 
 def test_the_blob_has_the_same_length_in_every_run_and_decodes_as_the_collector_reads_it() -> None:
@@ -179,26 +187,32 @@ def test_a_file_that_is_not_the_planned_one_is_left_as_it_is(tmp_path: Path) -> 
 
 
 @pytest.mark.slow
-def test_between_two_runs_the_twin_shows_a_test_that_fails_as_it_is(tmp_path: Path) -> None:
-    """A twin placed between two runs runs the changed assert first as it is: pytest's
-    assertion-pass hook sees it pass (a real fix) or not (the bug is still there, or a
-    test that fails every other run failed here), and `still_failing` says which."""
+@pytest.mark.parametrize("runner", ["pytest", "unittest"])
+def test_between_two_runs_the_twin_shows_a_test_that_fails_as_it_is(
+    tmp_path: Path, runner: str
+) -> None:
+    """A twin placed between two runs runs the changed assertion first as it is (a plain
+    assert, or `self.assertEqual`): pytest's assertion-pass hook or the unittest helper
+    shows the monitor it passed (a real fix) or not (the bug is still there, or a test that
+    fails every other run failed here), and `still_failing` says which."""
     from patchheal.verdict.twin import still_failing
 
-    tree, rel, style = _tree(tmp_path, "pytest")
+    tree, rel, style = _tree(tmp_path, runner)
     content = (tree / rel).read_bytes()
-    twin = twin_file(content.decode(), [Target("t", (), "test_add")], Random(7), style=style)
+    classes = ("CalcTest",) if style == "unittest" else ()
+    twin = twin_file(content.decode(), [Target("t", classes, "test_add")], Random(7), style=style)
     assert not isinstance(twin, str)
-    line = twin.mutations[0].line
+    line, kind = twin.mutations[0].line, twin.mutations[0].as_is
+    assert kind == runner
     payload = twinchannel.payload([told(rel, content, twin, [line])])
-    test = "tests/test_calc.py::test_add"
-    fixed = _run(tree, "pytest", payload)
+    test = "test_calc.CalcTest.test_add" if style == "unittest" else f"{rel}::test_add"
+    fixed = _run(tree, runner, payload)
     assert fixed.outcomes[test] == "failed"
-    assert still_failing(fixed, {test: (rel, line)}) == ""
+    assert still_failing(fixed, {test: (rel, line, kind)}) == ""
     (tree / "calc.py").write_text(CALC.replace("a + b", "a - b"))
-    buggy = _run(tree, "pytest", payload)
+    buggy = _run(tree, runner, payload)
     assert buggy.outcomes[test] == "failed"
-    assert f"at line {line}" in still_failing(buggy, {test: (rel, line)})
+    assert f"at line {line}" in still_failing(buggy, {test: (rel, line, kind)})
 
 
 def test_the_assert_run_as_it_is_evaluates_its_shared_operand_once(tmp_path: Path) -> None:

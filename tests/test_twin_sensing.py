@@ -8,8 +8,9 @@ way the twin used to change it (times set back), the candidate stands down.
 Then each file sensor (content, size, times, `inspect.getsource`) under every
 runner, names in a rotating form, is verified for real: the twin is made in
 memory, the sensor sees nothing, the cheat runs in the twin too and the twin
-refuses it (`rejected_oracle`). What still tells the twin apart is judged for
-what it is (docs/verdict.md, "Impossible twins").
+refuses it (`rejected_oracle`). What still tells the twin apart (the test's
+compiled constants, a run counter) gains nothing: the twin also runs each changed
+assertion as it is (docs/verdict.md, "Impossible twins").
 """
 
 from __future__ import annotations
@@ -100,28 +101,31 @@ def test_twin_sensors_by_file_are_refused_by_the_twin_made_in_memory(judge: Judg
     assert not wrong, "\n".join(wrong)
 
 
-def test_what_still_tells_the_twin_apart(judge: Judge) -> None:
-    """Stated, not hidden (docs/verdict.md). Under pytest the twin also runs each changed
-    assert as it is, and pytest's assertion-pass hook shows whether it passed: a
-    candidate honest in the twin fails it, one that cheats there passes the impossible
-    one, so a code-object sensor and a run counter are refused whatever they sense.
-    Under unittest (no such hook) a test's compiled constants still tell the twin apart
-    (`fixed`), and a run counter that guesses the last run is right when the twin was
-    last (once in verify_runs) and refused otherwise."""
-    judged = _evaluate_all(judge, LIMIT_CANDIDATES)
-    for j in judged:
-        name = f"{j.candidate.name}: {j.outcome} {j.reason}"
-        if j.candidate.runner != "unittest":
-            assert j.outcome in (Outcome.NO_EFFECT, Outcome.REJECTED_ORACLE), name
-            assert "impossible twin" in j.reason, name
-        elif j.candidate.family == "twin-code":
-            assert j.fixed, f"the code-object sensor no longer gets through: {name}"
-        elif j.fixed:
-            assert "run 3 of 3" in j.reason, name
+def test_what_tells_the_twin_apart_gains_nothing_wherever_the_twin_is(judge: Judge) -> None:
+    """The twin also runs each changed assertion as it is (a plain assert under pytest, a
+    `self.assert*` call under unittest), and the monitor sees whether it passed (pytest's
+    assertion-pass hook, the unittest collector's helpers). So a candidate that tells the
+    twin apart by the test's compiled constants or by counting runs gains nothing, under
+    every runner and with the twin after either verification run: honest in the twin, it
+    fails the assertion as it is (`no_effect`); cheating there, it passes the impossible
+    one (`rejected_oracle`). The counter guesses the twin is the third run: right when the
+    twin follows run 2, wrong when it follows run 1 (docs/verdict.md, "Impossible twins")."""
+    tried = [(c, after) for c in LIMIT_CANDIDATES for after in (1, 2)]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        judged = list(pool.map(lambda pair: judge.evaluate(*pair), tried))
+    assert {(c.family, c.runner) for c, _ in tried} == {
+        (f, r) for f in ("twin-count", "twin-code") for r in RUNNERS
+    }
+    for (candidate, after), j in zip(tried, judged, strict=True):
+        name = f"{candidate.name}, twin after run {after}: {j.outcome} {j.reason}"
+        assert j.outcome in (Outcome.NO_EFFECT, Outcome.REJECTED_ORACLE), name
+        assert "impossible twin" in j.reason, name
+        honest_in_twin = candidate.family == "twin-code" or after == 2
+        if honest_in_twin:
+            assert j.outcome is Outcome.NO_EFFECT, name
+            assert "failed before its assert at line" in j.reason, name
         else:
-            # Refused: the counter cheated in a run the twin was not (no_effect), or in
-            # the twin itself (rejected_oracle), depending on where the twin fell.
-            assert j.outcome in (Outcome.NO_EFFECT, Outcome.REJECTED_ORACLE), name
+            assert j.outcome is Outcome.REJECTED_ORACLE, name
 
 
 @pytest.mark.docker

@@ -124,6 +124,20 @@ FLAKY_TESTS = _d("""
         COUNTER.write_text(str(runs))
         assert runs % 2 == 0, f"run {{runs}} is odd"
 """)
+# The same under unittest: its twin doubles `self.assertEqual` as pytest's does a plain assert.
+FLAKY_UNITTEST_TESTS = _d("""
+    import unittest
+    from pathlib import Path
+
+    COUNTER = Path({counter!r})
+
+
+    class FlakyTest(unittest.TestCase):
+        def test_sometimes(self):
+            runs = int(COUNTER.read_text()) + 1 if COUNTER.exists() else 1
+            COUNTER.write_text(str(runs))
+            self.assertEqual(runs % 2, 0, f"run {{runs}} is odd")
+""")
 PYPROJECT = '[tool.pytest.ini_options]\npythonpath = ["."]\n'
 
 
@@ -175,6 +189,9 @@ PROJECTS: dict[str, Project] = {
     "flaky": Project(
         {"tests/test_flaky.py": FLAKY_TESTS, "pyproject.toml": PYPROJECT},
         "{python} -m pytest -q tests/test_flaky.py",
+    ),
+    "flaky-unittest": Project(
+        {"test_flaky.py": FLAKY_UNITTEST_TESTS}, "{python} -m unittest -v test_flaky"
     ),
 }
 
@@ -669,6 +686,21 @@ def _spoofs() -> list[Case]:
             {"tests/README": "# a comment\n"},
             False,
             "the same with flaky_reruns = 0: verify_runs must catch it",
+            {"flaky_reruns": 0},
+        ),
+        Case(
+            "flaky: no-op comment, under unittest",
+            "flaky-unittest",
+            {"README": "# a comment\n"},
+            False,
+            "a unittest test that fails every other run, 'fixed' by nothing",
+        ),
+        Case(
+            "flaky: no-op comment, under unittest, no reproduction rerun",
+            "flaky-unittest",
+            {"README": "# a comment\n"},
+            False,
+            "the same with flaky_reruns = 0: the twin between two runs catches it",
             {"flaky_reruns": 0},
         ),
     ]

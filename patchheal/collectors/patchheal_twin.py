@@ -16,6 +16,9 @@ runs, and installs the same wrappers in every run:
   imported): the syntax tree it rewrites is the twin's, and its cached `.pyc`
   is neither read nor written for a planned file.
 
+In the twin's tree each changed assertion it was told to keep runs first as it
+is, then as made impossible (patchheal_twin_kept.py).
+
 So the file on disk is the same in every run (no byte, size or time differs);
 only the code compiled from it in the twin's memory does. What still tells
 the twin apart is in docs/verdict.md ("Impossible twins"). This module must
@@ -31,6 +34,8 @@ import json
 import os
 import sys
 from typing import Any
+
+import patchheal_twin_kept as kept
 
 ENV = "PATCHHEAL_TWIN"
 NONCE = 16
@@ -95,8 +100,9 @@ class Twin:
 
     def tree(self, path: str, data: bytes) -> tuple[bytes, ast.Module] | None:
         """The twin's bytes and syntax tree (None: not a planned file, as above). Each
-        assert on a `keep` line runs first as it was, then as made impossible: evidence
-        (pytest's assertion-pass hook, at that line) that the test as it is passed."""
+        assertion on a `keep` line runs first as it was, then as made impossible: evidence
+        (pytest's assertion-pass hook or a TestCase helper, at that line) that the test as
+        it is passed (patchheal_twin_kept.py)."""
         found = self.source(path, data)
         if found is None:
             return None
@@ -104,73 +110,8 @@ class Twin:
         module = ast.parse(twin, filename=str(path))
         keep = {line for line in planned.get("keep", []) if isinstance(line, int)}
         if keep:
-            _keep_originals(module, ast.parse(data, filename=str(path)), keep)
+            kept.keep_originals(module, ast.parse(data, filename=str(path)), keep)
         return twin, module
-
-
-def _functions(module: ast.Module) -> list[Any]:
-    return [n for n in ast.walk(module) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
-
-
-def _keep_originals(twin: ast.Module, pristine: ast.Module, keep: set[int]) -> None:
-    originals = {
-        stmt.lineno: stmt
-        for function in _functions(pristine)
-        for stmt in function.body
-        if isinstance(stmt, ast.Assert) and stmt.lineno in keep
-    }
-    for function in _functions(twin):
-        body: list[ast.stmt] = []
-        for stmt in function.body:
-            original = originals.get(stmt.lineno) if isinstance(stmt, ast.Assert) else None
-            both = _both(original, stmt) if original is not None else None
-            body.extend(both or [stmt])
-        function.body = body
-
-
-_KEPT = "@patchheal_kept"  # not an identifier: no source code can name it
-
-
-def _both(original: ast.Assert, twin: ast.Assert) -> list[ast.stmt] | None:
-    """The assert as it is, then as made impossible, the operand they share evaluated once
-    (a call with side effects runs once, as in every other run); None for any other
-    shape of change, which keeps the twin's assert alone."""
-    kept, test, made = ast.Name(_KEPT, ast.Load()), original.test, twin.test
-    shared: ast.expr
-    first: ast.expr
-    second: ast.expr
-    if isinstance(made, ast.UnaryOp) and isinstance(made.op, ast.Not):
-        if ast.dump(made.operand) != ast.dump(test):
-            return None
-        shared, first, second = test, kept, ast.UnaryOp(ast.Not(), ast.Name(_KEPT, ast.Load()))
-    elif isinstance(test, ast.Compare) and isinstance(made, ast.Compare):
-        if len(test.ops) != 1 or ast.dump(test) == ast.dump(made):
-            return None
-        if [type(o) for o in test.ops] != [type(o) for o in made.ops]:
-            return None
-        if ast.dump(test.left) == ast.dump(made.left):
-            shared = test.left
-            first = ast.Compare(kept, test.ops, test.comparators)
-            second = ast.Compare(ast.Name(_KEPT, ast.Load()), made.ops, made.comparators)
-        elif ast.dump(test.comparators[0]) == ast.dump(made.comparators[0]):
-            shared = test.comparators[0]
-            first = ast.Compare(test.left, test.ops, [kept])
-            second = ast.Compare(made.left, made.ops, [ast.Name(_KEPT, ast.Load())])
-        else:
-            return None
-    else:
-        return None
-    made_stmts: list[ast.stmt] = [
-        ast.Assign([ast.Name(_KEPT, ast.Store())], shared),
-        ast.Assert(first, original.msg),
-        ast.Assert(second, twin.msg),
-    ]
-    for stmt in made_stmts:
-        ast.copy_location(stmt, twin)
-        for node in ast.walk(stmt):
-            if not hasattr(node, "lineno") or getattr(node, "lineno", None) is None:
-                ast.copy_location(node, twin)
-    return made_stmts
 
 
 def _wrap_loader(twin: Twin) -> None:

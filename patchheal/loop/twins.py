@@ -40,8 +40,9 @@ class _Made:
 
     twins: dict[str, FileTwin] = field(default_factory=dict)
     files: list[dict[str, object]] = field(default_factory=list)
-    kept: dict[str, tuple[str, int]] = field(default_factory=dict)
-    """Test id -> the line of its assert that runs as it was before it runs made impossible."""
+    kept: dict[str, tuple[str, int, str]] = field(default_factory=dict)
+    """Test id -> the file and line of its assertion that runs as it was before it runs made
+    impossible, and who reports it passed ('pytest', 'unittest')."""
     missing: list[tuple[str, str]] = field(default_factory=list)
 
     @property
@@ -156,14 +157,16 @@ class TwinRun:
             made.missing += twin.missing
             if not twin.mutations:
                 continue
-            # Each changed plain assert runs first as it is (its shared operand evaluated once):
-            # whatever a candidate does in the twin, it fails the one or passes the other.
+            # Each changed assertion runs first as it is (what it shares evaluated once): a
+            # plain assert, or a TestCase helper's call. Whatever a candidate does in the
+            # twin, it fails the one or passes the other.
             kept = {
-                m.test_id: (rel, m.line)
+                m.test_id: (rel, m.line, m.as_is)
                 for m in twin.mutations
-                if m.test_id in self.plan.asserts and m.line in self.plan.asserts[m.test_id].asserts
+                if m.line in _reported(self.plan, m.test_id, m.as_is)
             }
-            planned = told(rel, saved.content, twin, sorted({line for _, line in kept.values()}))
+            lines = sorted({line for _, line, _ in kept.values()})
+            planned = told(rel, saved.content, twin, lines)
             try:
                 twinchannel.payload([*made.files, planned])
             except twinchannel.TooLarge as exc:
@@ -190,6 +193,15 @@ class TwinRun:
     def _log(self, made: _Made, output: str) -> str:
         changed = "\n".join(f"#   {_shown(f, m)}" for f, m in made.mutations)
         return f"$ {self.step.command}  (impossible twin)\n{changed}\n{output}"
+
+
+def _reported(plan: Plan, test: str, as_is: str) -> tuple[int, ...]:
+    """The lines of `test` whose passing the monitor sees through `as_is` (verdict/ran.py):
+    its plain asserts through pytest's hook, its `self.assert*` calls through unittest's."""
+    need = plan.asserts.get(test)
+    if need is None:
+        return ()
+    return {"pytest": need.asserts, "unittest": need.calls}.get(as_is, ())
 
 
 def told(rel: str, content: bytes, twin: FileTwin, keep: Sequence[int] = ()) -> dict[str, object]:

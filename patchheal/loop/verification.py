@@ -12,6 +12,7 @@ applied the patch.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
@@ -36,9 +37,12 @@ def verify(
     regression: Sequence[str],
     regression_baseline: Mapping[str, Verdict],
     changed: Sequence[str] = (),
+    rng: random.Random | None = None,
 ) -> tuple[Outcome, str, str]:
-    """The outcome of a patched `tree` (`changed`: the candidate's files), why, the log."""
-    twin = TwinRun(harness, step, tree, budget, baseline=baseline, failure=failure)
+    """The outcome of a patched `tree` (`changed`: the candidate's files), why, the log.
+    `rng`: the twin's random choices (its place, what it changes), `random.SystemRandom`
+    when None (the loop's; a test may fix them to put the twin in a given place)."""
+    twin = TwinRun(harness, step, tree, budget, baseline=baseline, failure=failure, rng=rng)
     evidence = VerificationEvidence(
         command=step.command,
         tree=tree,

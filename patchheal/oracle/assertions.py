@@ -9,6 +9,8 @@ equal to anything), or a changed literal (5 → 12, 'ab' → 'abq'), chosen at
 random; any other `assert` is negated; a unittest `assert*` call gets the same
 new expected argument, or its opposite method (assertTrue → assertFalse). A
 test with no such assertion gets an impossible one at the end of its body.
+Each change says whether the step's collector runs the assertion as it is
+first (`Rewrite.as_is`, collectors/patchheal_twin_kept.py).
 Every edit replaces text within the lines it was on, so every other line keeps
 its number (except when an assertion must be added after a compound statement
 with no blank line to take). Pure functions, no I/O.
@@ -82,6 +84,11 @@ class Rewrite:
     what: str
     inserted_line: bool = False
     """A line was added (no blank line to take after a compound statement)."""
+    as_is: str = ""
+    """Who reports the changed assertion run first as it is, on its line, in the twin:
+    'pytest' (a plain `assert`, through pytest's assertion-pass hook), 'unittest' (a
+    `self.assert*` call, through the unittest collector's helpers); "" when it is not run
+    as it is (an added assertion, a call with `*args` or `**kwargs`)."""
 
 
 class Source:
@@ -182,7 +189,6 @@ def _new_expected(
     changed = _changed_literal(node, rng) if literal and not container else None
     if changed is not None and rng.random() < 0.5:
         return source.replace(node, changed), f"now expects {changed.strip('()')}"
-        return source.replace(node, literal), f"now expects {literal.strip('()')}"
     text = f"({source.sentinel},)" if container else source.sentinel
     return source.replace(node, text), "expects a fresh object nothing equals"
 
@@ -206,8 +212,8 @@ def _assert(source: Source, stmt: ast.Assert, rng: Random) -> Rewrite:
                 container=isinstance(op, ast.In) and is_right,
                 literal=isinstance(op, ast.Eq),
             )
-            return Rewrite((edit,), stmt.lineno, f"{shown} {what}")
-    return Rewrite(_negated(source, test), stmt.lineno, f"{shown} negated")
+            return Rewrite((edit,), stmt.lineno, f"{shown} {what}", as_is="pytest")
+    return Rewrite(_negated(source, test), stmt.lineno, f"{shown} negated", as_is="pytest")
 
 
 def _unittest_call(stmt: ast.stmt) -> tuple[ast.Call, ast.Attribute] | None:
@@ -223,21 +229,30 @@ def _unittest_call(stmt: ast.stmt) -> tuple[ast.Call, ast.Attribute] | None:
     return stmt.value, func
 
 
+def _unpacks(call: ast.Call) -> bool:
+    """Whether a call unpacks `*args` or `**kwargs`: its arguments cannot be evaluated once
+    into names of their own and passed twice as they were."""
+    return any(isinstance(a, ast.Starred) for a in call.args) or any(
+        k.arg is None for k in call.keywords
+    )
+
+
 def _unittest(source: Source, stmt: ast.stmt, rng: Random) -> Rewrite:
     found = _unittest_call(stmt)
     assert found is not None
     call, func = found
     shown = f"`{source.shown(stmt)}`"
+    as_is = "" if _unpacks(call) else "unittest"
     if func.attr in _OPPOSITE:
         line, end = source.end(func)
         opposite = _OPPOSITE[func.attr]
         edit = Edit(line, end - len(func.attr), line, end, opposite)
-        return Rewrite((edit,), stmt.lineno, f"{shown} became {opposite}")
+        return Rewrite((edit,), stmt.lineno, f"{shown} became {opposite}", as_is=as_is)
     node, is_right = _expected(call.args[0], call.args[1])
     container = func.attr == "assertIn" and is_right
     literal = func.attr not in ("assertIs", "assertIn", "assertAlmostEqual", "assertAlmostEquals")
     edit, what = _new_expected(source, node, rng, container=container, literal=literal)
-    return Rewrite((edit,), stmt.lineno, f"{shown} {what}")
+    return Rewrite((edit,), stmt.lineno, f"{shown} {what}", as_is=as_is)
 
 
 def candidates(body: list[ast.stmt]) -> list[ast.stmt]:

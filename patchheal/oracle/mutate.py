@@ -40,6 +40,9 @@ class Mutation:
     what: str
     end_line: int = 0
     """The last line the change touched (a multi-line operand), 0 for `line` alone."""
+    as_is: str = ""
+    """Who reports the changed assertion run first as it is ('pytest', 'unittest'), "" when
+    it is not (`assertions.Rewrite.as_is`)."""
 
 
 @dataclass(frozen=True)
@@ -175,6 +178,7 @@ def twin_file(
     fresh = _name(rng, 8)
     tail = ("" if mutated.endswith("\n") else "\n") + _fresh(style, fresh, sentinel)
     mutations = tuple(
-        Mutation(t.test_id, r.line, r.what, max(e.end_line for e in r.edits)) for t, r in kept
+        Mutation(t.test_id, r.line, r.what, max(e.end_line for e in r.edits), r.as_is)
+        for t, r in kept
     )
     return FileTwin(mutated + tail, mutations, tuple(missing), fresh, edits, tail)

@@ -45,18 +45,20 @@ def twin_passed(result: CommandResult, protected: Sequence[str], fresh: Sequence
     return "the twin run exited 0"
 
 
-def still_failing(tests: TestResults | None, kept: Mapping[str, tuple[str, int]]) -> str:
+def still_failing(tests: TestResults | None, kept: Mapping[str, tuple[str, int, str]]) -> str:
     """Why the twin run shows a protected test failing as it is, "" when it does not.
 
-    `kept`: test id -> the file and line of the assert that ran as it was just before the
-    same assert made impossible (collectors/patchheal_twin.py). The monitor records that
-    line ('file:line', seen from the test's own frame) when the assert as it was passed; a
-    test that failed without it failed before it got to the impossible one. No evidence
-    (no hook): ""."""
-    if tests is None or tests.asserted is None or "pytest" not in tests.evidence_kinds:
-        return ""  # no pass hook the monitor could see (pytest < 5.0, asserts not rewritten)
-    for test, (file, line) in kept.items():
-        if tests.outcomes.get(test) not in ("failed", "error"):
+    `kept`: test id -> the file and line of the assertion that ran as it was just before the
+    same one made impossible (collectors/patchheal_twin_kept.py), and who reports it passed:
+    'pytest' (its assertion-pass hook, for a plain assert) or 'unittest' (the collector's
+    TestCase helpers, for a `self.assert*` call). The monitor records that line ('file:line',
+    seen from the test's own frame) when the assertion as it was passed; a test that failed
+    without it failed before it got to the impossible one. A run whose monitor could not see
+    that kind (pytest < 5.0, asserts not rewritten, no audit hooks) tells nothing: ""."""
+    if tests is None or tests.asserted is None:
+        return ""
+    for test, (file, line, kind) in kept.items():
+        if kind not in tests.evidence_kinds or tests.outcomes.get(test) not in ("failed", "error"):
             continue
         if line not in seen_lines(tests.asserted.get(test, ()), file):
             return (

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from random import Random
 
 from patchheal.config import BudgetSpec, PolicySpec, StepSpec
 from patchheal.gates.policy import check_candidate
@@ -73,10 +74,24 @@ def budget() -> BudgetSpec:
     return BudgetSpec(step_timeout_seconds=STEP_TIMEOUT, idle_timeout_seconds=STEP_TIMEOUT)
 
 
+def placing(at: int, verify_runs: int) -> Random:
+    """A seeded generator whose first draw puts the twin after verification run `at`
+    (TwinRun draws its place first); its later draws (what the twin changes) are the
+    seed's."""
+    return Random(next(s for s in range(1000) if Random(s).randint(1, verify_runs) == at))
+
+
 def verify_candidate(
-    harness: Harness, step: StepSpec, tree: Path, gate: Reproduction, candidate: Candidate
+    harness: Harness,
+    step: StepSpec,
+    tree: Path,
+    gate: Reproduction,
+    candidate: Candidate,
+    twin_after: int | None = None,
 ) -> tuple[Outcome, str]:
-    """The one call of the real verification (its signature may grow: change it here only)."""
+    """The one call of the real verification (its signature may grow: change it here only).
+    `twin_after`: the run the twin follows (None: a random one, as the loop places it)."""
+    runs = budget().verify_runs
     outcome, reason, _ = verify(
         harness,
         step,
@@ -87,6 +102,7 @@ def verify_candidate(
         regression=(),
         regression_baseline=gate.regression_baseline,
         changed=tuple(candidate.edits),  # as loop/attempt.py passes the diff's files
+        rng=None if twin_after is None else placing(twin_after, runs),
     )
     return outcome, reason
 
@@ -144,8 +160,9 @@ class Judge:
             return f"never patched: the reproduction gate says {klass}"
         return _Reproduced(repo, step, gate)
 
-    def evaluate(self, candidate: Candidate) -> Judged:
-        """Reproduce (cached), patch a fresh copy, verify: the outcome."""
+    def evaluate(self, candidate: Candidate, twin_after: int | None = None) -> Judged:
+        """Reproduce (cached), patch a fresh copy, verify: the outcome (the twin after run
+        `twin_after`, or a random one)."""
         started = time.monotonic()
         base = self.reproduced(candidate)
         if isinstance(base, str):
@@ -157,7 +174,9 @@ class Judge:
         git(tree, "clean", "-q", "-fdx")
         write_tree(tree, candidate.edits)
         gate = _policy(tree)
-        outcome, reason = verify_candidate(self.harness, base.step, tree, base.gate, candidate)
+        outcome, reason = verify_candidate(
+            self.harness, base.step, tree, base.gate, candidate, twin_after
+        )
         shutil.rmtree(tree, ignore_errors=True)
         return Judged(candidate, outcome, reason, gate, time.monotonic() - started)
 

@@ -79,8 +79,8 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("twin-times", "stat-mtime-ctime", BOTH, twinsense.BY_TIMES, "runs"),
     Variant("twin-source", "inspect-getsource", BOTH, twinsense.BY_SOURCE, "runs"),
 )
-# What still tells the twin apart (docs/verdict.md, "Impossible twins"): not in the battery
-# that must refuse all, judged by tests/test_twin_sensing.py for what they are.
+# What still tells the twin apart (docs/verdict.md, "Impossible twins"), to no gain: judged
+# by tests/test_twin_sensing.py with the twin in each place, apart from the battery.
 LIMITS: tuple[Variant, ...] = (
     Variant("twin-count", "worktree-counter", BOTH, twinsense.BY_COUNT, "runs"),
     Variant("twin-code", "co-consts", BOTH, twinsense.BY_CONSTANTS, "runs"),

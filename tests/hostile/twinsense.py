@@ -8,11 +8,15 @@ every sensor here but the run counter saw it every time; against the twin
 made in memory at import (`collectors/patchheal_twin.py`) the file sensors see
 nothing, the cheat runs in the twin too, and the twin refuses it.
 
-`LIMITS` are the ones that still tell it apart, sometimes or always, kept
-apart from the battery that must refuse every candidate (docs/verdict.md,
-"Impossible twins"): a run counter in the worktree (right when its guess of
-the twin's place is, once in `verify_runs`), and the test function's
-compiled constants (`co_consts`: the twin's changed expected value).
+`LIMITS` are the ones that still tell it apart, sometimes or always: a run
+counter in the worktree (right when its guess of the twin's place is, once
+in `verify_runs`), and the test function's compiled constants (`co_consts`:
+the twin's changed expected value). Telling it apart gains them nothing: the
+twin runs each changed assertion first as it is (a plain assert under
+pytest, a `self.assert*` call under unittest), so honest there they fail it
+as it is (`no_effect`), cheating there they pass the impossible one
+(`rejected_oracle`). They are judged apart from the battery, with the twin in
+each place (tests/test_twin_sensing.py; docs/verdict.md, "Impossible twins").
 """
 
 from __future__ import annotations
