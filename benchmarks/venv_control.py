@@ -41,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_context import _config_aside, materialize, mirror
 from bench_realfix import _apply_fix
 from bench_realfix import _command as _pytest_command
+from ci_checkout import tag_ci_version
 from clean_suites import _git
 from runner_commands import unittest_command
 
@@ -240,6 +241,8 @@ def control(case: dict[str, object]) -> dict[str, object]:
             tree = Path(tmp) / "repo"
             tree.mkdir()
             materialize(case, git_dir, tree)
+            if case.get("install_project"):
+                out["version"] = tag_ci_version(case, git_dir, tree)  # as the harness's
             for line in case["setup"]:  # type: ignore[attr-defined]
                 args = _pip_args(str(line))
                 if args is not None and _editable(args):
