@@ -72,7 +72,9 @@ _PYTEST = {"3.9": "6.2.5", "3.11": "7.2.1", "3.13": "8.3.5"}
 # dependency groups of the era), and a pytest that era needs where the default above
 # does not do (by fix prefix).
 TEST_DEPS: dict[str, str] = {
-    "python-humanize/humanize": "freezegun",
+    # pytest-cov: its `tests` extra; its filterwarnings names coverage's warning class,
+    # which pytest must import (a usage error, exit 4, without it).
+    "python-humanize/humanize": "freezegun pytest-cov",
     "tox-dev/filelock": "pytest-mock pytest-timeout",
     "tox-dev/platformdirs": "pytest-mock 'appdirs==1.4.4'",
     "pytest-dev/pluggy": "",

@@ -265,7 +265,8 @@ def control(case: dict[str, object]) -> dict[str, object]:
                 command = _pytest_command(tree, config, files, str(tree))
                 command += f" --junitxml={report}"
                 before, before_log = _run(venv, tree, command)
-                before = 1 if _junit_failed(report, tests) else 0 if before == 1 else before
+                if report.is_file():  # none when pytest stops before running (a usage error)
+                    before = 1 if _junit_failed(report, tests) else 0 if before == 1 else before
             out["command"] = command
             _git(tree, "reset", "-q", "--hard")  # no clean: an editable install's egg-info stays
             _apply_fix(case, git_dir, tree)
