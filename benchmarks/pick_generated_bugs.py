@@ -65,6 +65,8 @@ PICKS: list[tuple[str, str, str]] = [
     ("pytest-dev/pluggy", "51e8df2ea682", "3.11"),
     ("tobgu/pyrsistent", "885796fb8b9a", "3.9"),
     ("tox-dev/filelock", "734c9f26e810", "3.13"),
+    ("tox-dev/pipdeptree", "4ebaca8789ea", "3.13"),
+    ("tox-dev/pipdeptree", "214e9d480699", "3.13"),
 ]
 
 _PYTEST = {"3.9": "6.2.5", "3.11": "7.2.1", "3.13": "8.3.5"}
@@ -83,6 +85,7 @@ TEST_DEPS: dict[str, str] = {
     "pytest-dev/execnet": "",
     "pytest-dev/pytest-mock": "pytest-asyncio",
     "pytest-dev/pytest-xdist": "execnet filelock",
+    "tox-dev/pipdeptree": "pytest-mock virtualenv",
 }
 PYTEST_OF: dict[str, str] = {
     # filelock 2023: its `testing` extra wants pytest>=7.2.2.
@@ -100,6 +103,8 @@ PYTEST_OF: dict[str, str] = {
     "7aef3e608fdd": "7.4.4",
     "443fee6d7a30": "7.4.4",
     "51e8df2ea682": "7.1.3",
+    # pipdeptree 2026: its `test` extra wants pytest>=8.4.2 and pytest-subprocess.
+    "214e9d480699": "8.4.2 pytest-subprocess",
 }
 
 _HATCH_FILE = re.compile(r'^\s*(?:build\.hooks\.vcs\.)?version-file\s*=\s*"([^"]+)"', re.M)
