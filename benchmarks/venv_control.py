@@ -139,9 +139,14 @@ def _pytests(python: str) -> list[str]:
 
 
 def ensure_venv(case: dict[str, object]) -> Path:
-    """The venv of the case's (Python, setup), its editable installs aside, made once."""
+    """The venv of the case's (Python, setup), its editable installs aside, made once; one
+    per project too when the case installs the project: an editable install points into a
+    case's tree, gone after the case, and another project's case on the same venv lost
+    what it replaced (pluggy's, under pytest: execnet's control had no pluggy)."""
     python, setup = str(case["python"]), [str(s) for s in case["setup"]]  # type: ignore[attr-defined]
-    key = hashlib.sha256(json.dumps([python, setup, case["runner"]]).encode()).hexdigest()[:16]
+    keyed: list[object] = [python, setup, case["runner"]]
+    keyed += [case["repo"]] if case.get("install_project") else []
+    key = hashlib.sha256(json.dumps(keyed).encode()).hexdigest()[:16]
     venv = VENV_ROOT / f"py{python}-{key}"
     if (venv / ".ready").is_file():
         return venv
