@@ -68,7 +68,6 @@ PICKS: list[tuple[str, str, str]] = [
     ("tox-dev/filelock", "f093ee0c19d7", "3.13"),
     ("tox-dev/platformdirs", "a01396c50253", "3.13"),
     ("tobgu/pyrsistent", "a7e8b93df67b", "3.9"),
-    ("pytest-dev/pytest-xdist", "6abcdfc22ed6", "3.11"),
 ]
 # Picked, run, and dropped: no valid bug case, since a fresh venv with the same setup does
 # not reproduce them either (bench_reproduce --control, 2026-11-27).
@@ -84,6 +83,8 @@ DROPPED: dict[tuple[str, str], str] = {
     "step of its own (msgfmt), not at install",
     ("tox-dev/filelock", "734c9f26e810"): "its five tests pass before the fix on Linux "
     "and 3.13 (the venv: 7 passed; the harness: 126 passed)",
+    ("pytest-dev/pytest-xdist", "6abcdfc22ed6"): "its tests pass before the fix in the "
+    "venv (12 passed, 2 xfailed)",
 }
 
 _PYTEST = {"3.9": "6.2.5", "3.11": "7.2.1", "3.13": "8.3.5"}
@@ -101,7 +102,6 @@ TEST_DEPS: dict[str, str] = {
     "ilanschnell/bitarray": "",
     "pytest-dev/execnet": "",
     "pytest-dev/pytest-mock": "pytest-asyncio",
-    "pytest-dev/pytest-xdist": "execnet filelock",
     "tox-dev/pipdeptree": "pytest-mock virtualenv",
 }
 PYTEST_OF: dict[str, str] = {
