@@ -90,7 +90,7 @@ Command = Callable[[Path, list[str], list[str], str], str]
 def judge_case(
     case: dict[str, object],
     git_dir: Path,
-    harness: DockerHarness,
+    harness: DockerHarness | Callable[[Path], DockerHarness],
     *,
     command: Command = _command,
     matches: Callable[[str, str], bool] = same_test,
@@ -99,7 +99,8 @@ def judge_case(
     """Reproduce, then the upstream fix and a no-op through `verify()`. `command` writes the
     step (pytest by default); `matches` says whether a failing id is the case's test;
     `aside`: the tree's dependency files are moved aside (the fixed `SETUP` install),
-    else they stay for a setup that installs the project itself."""
+    else they stay for a setup that installs the project itself. `harness` may be made
+    from the materialized tree (a harness given the tree as the job's repository)."""
     repo, fix, test = str(case["repo"]), str(case["fix"]), str(case["test"])
     out = Judged(repo, fix[:12], test, reproduced=False)
     with tempfile.TemporaryDirectory(prefix="bench-realfix-") as tmp:
@@ -111,6 +112,8 @@ def judge_case(
             _aside, config = _config_aside(tree)
             _git(tree, "add", "-A")
             _git(tree, "commit", "-qm", "configuration aside")
+        if not isinstance(harness, DockerHarness):
+            harness = harness(tree)
         workdir = harness.defn.sandbox.workdir
         step = StepSpec(
             name="unit", command=command(tree, config, [test.partition("::")[0]], workdir)

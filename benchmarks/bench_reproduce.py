@@ -31,8 +31,17 @@ its pins installed offline from the wheelhouse, run plainly; the tables then giv
 Python, runner and project, the cases the venv reproduces and how many of those the
 harness reproduced and judged right, and the cases on which the two differ, with why.
 
-Run: python benchmarks/bench_reproduce.py [--runs DIR] [--python 3.9] [--repo OWNER/NAME]
-     [--fix SHA] [--limit N] [--cached-only] [--control] [-v]
+`--corpus generated` runs benchmarks/corpus/generated_files_bugs.json instead
+(pick_generated_bugs.py): real fixes of projects whose `pip install -e .` generates files
+in the tree (a hatch-vcs or setuptools-scm version file the package imports, C extension
+modules built in place), all `install_project`, each with a `generates` note; `--corpus
+PATH` any corpus file of this format. The default corpus is unchanged. A case marked
+`install_project` has its tree's commit tagged with the version CI's checkout of the
+parent gives (its tags), and the harness is given the tree as the job's repository
+(ci_checkout.py): git-versioned builds get the parent's real version, as in CI.
+
+Run: python benchmarks/bench_reproduce.py [--corpus default|generated|PATH] [--runs DIR]
+     [--python 3.9] [--repo OWNER/NAME] [--fix SHA] [--limit N] [--cached-only] [--control] [-v]
 (`--runs DIR` keeps each case's outcome there and reuses it on the next call:
 an interrupted run resumes.)
 """
@@ -44,6 +53,7 @@ import json
 import re
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
@@ -52,6 +62,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_context import mirror, same_test
 from bench_realfix import Judged, judge_case
 from bench_realfix import _command as _pytest_command
+from ci_checkout import tag_ci_version
+from pick_generated_bugs import GENERATED_CORPUS
 from pick_reproduce_bugs import REPRODUCE_CORPUS
 from runner_commands import module_name, unittest_command
 from venv_control import cached_control
@@ -61,6 +73,7 @@ from patchheal.harness.docker.harness import DockerHarness
 from patchheal.harness.inference.pythons import with_python
 from patchheal.models import Outcome
 
+CORPORA = {"default": REPRODUCE_CORPUS, "generated": GENERATED_CORPUS}
 IMAGE_PYTEST = {"3.9": 6, "3.11": 7, "3.13": 8}  # Debian's python3-pytest of each suite
 _PIN = re.compile(r"pytest(?:==|>=)(\d+)")
 
@@ -81,8 +94,10 @@ def unittest_matches(node_id: str, test: str) -> bool:
     return node_id == wanted or node_id.endswith("." + wanted) or same_test(node_id, test)
 
 
-def _harness(case: dict[str, object], harnesses: dict[str, DockerHarness]) -> DockerHarness:
-    key = json.dumps([case["repo"], case["python"], case["setup"]])
+def _harness(
+    case: dict[str, object], harnesses: dict[str, DockerHarness], repo: Path | None = None
+) -> DockerHarness:
+    key = json.dumps([case["repo"], case["python"], case["setup"], str(repo or "")])
     if key not in harnesses:
         defn = with_python(load_harness("python"), str(case["python"]), "the corpus case")
         name = str(case["repo"]).split("/")[1]
@@ -90,8 +105,22 @@ def _harness(case: dict[str, object], harnesses: dict[str, DockerHarness]) -> Do
             defn,
             job_id=f"bench-reproduce-{name}-{len(harnesses)}",
             setup=list(case["setup"]),  # type: ignore[call-overload]
+            repo=repo,
         )
     return harnesses[key]
+
+
+def _installing(
+    case: dict[str, object], git_dir: Path, harnesses: dict[str, DockerHarness]
+) -> Callable[[Path], DockerHarness]:
+    """A case that installs the project: its tree tagged as CI's checkout is, and given to
+    the harness as the job's repository (ci_checkout.py)."""
+
+    def made(tree: Path) -> DockerHarness:
+        tag_ci_version(case, git_dir, tree)
+        return _harness(case, harnesses, tree)
+
+    return made
 
 
 def judge(
@@ -124,7 +153,9 @@ def judge(
         judged = judge_case(
             case,
             git_dir,
-            _harness(case, harnesses),
+            _installing(case, git_dir, harnesses)
+            if case.get("install_project")
+            else _harness(case, harnesses),
             command=command,
             matches=matches,
             # A test that reads the project's own files (tomli parses its pyproject.toml)
@@ -224,9 +255,20 @@ def control_gaps(results: list[dict[str, object]]) -> list[str]:
     return out
 
 
+def corpus_path(name: str) -> Path:
+    """`default`, `generated`, or a path to a corpus file of the same format."""
+    return CORPORA.get(name, Path(name))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=Path, help="keep and reuse each case's outcome here")
+    parser.add_argument(
+        "--corpus",
+        default="default",
+        help="`default` (reproduce_bugs.json), `generated` (generated_files_bugs.json: "
+        "installs that generate files in the tree) or a corpus file's path",
+    )
     parser.add_argument("--python", action="append", help="only this Python's cases (repeatable)")
     parser.add_argument("--repo", action="append", help="only this project's cases (repeatable)")
     parser.add_argument(
@@ -241,7 +283,7 @@ def main() -> int:
     )
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args()
-    cases = json.loads(REPRODUCE_CORPUS.read_text())
+    cases = json.loads(corpus_path(args.corpus).read_text())
     if args.python:
         cases = [c for c in cases if c["python"] in args.python]
     if args.repo:

@@ -41,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_context import _config_aside, materialize, mirror
 from bench_realfix import _apply_fix
 from bench_realfix import _command as _pytest_command
+from ci_checkout import tag_ci_version
 from clean_suites import _git
 from runner_commands import unittest_command
 
@@ -138,9 +139,14 @@ def _pytests(python: str) -> list[str]:
 
 
 def ensure_venv(case: dict[str, object]) -> Path:
-    """The venv of the case's (Python, setup), its editable installs aside, made once."""
+    """The venv of the case's (Python, setup), its editable installs aside, made once; one
+    per project too when the case installs the project: an editable install points into a
+    case's tree, gone after the case, and another project's case on the same venv lost
+    what it replaced (pluggy's, under pytest: execnet's control had no pluggy)."""
     python, setup = str(case["python"]), [str(s) for s in case["setup"]]  # type: ignore[attr-defined]
-    key = hashlib.sha256(json.dumps([python, setup, case["runner"]]).encode()).hexdigest()[:16]
+    keyed: list[object] = [python, setup, case["runner"]]
+    keyed += [case["repo"]] if case.get("install_project") else []
+    key = hashlib.sha256(json.dumps(keyed).encode()).hexdigest()[:16]
     venv = VENV_ROOT / f"py{python}-{key}"
     if (venv / ".ready").is_file():
         return venv
@@ -240,6 +246,8 @@ def control(case: dict[str, object]) -> dict[str, object]:
             tree = Path(tmp) / "repo"
             tree.mkdir()
             materialize(case, git_dir, tree)
+            if case.get("install_project"):
+                out["version"] = tag_ci_version(case, git_dir, tree)  # as the harness's
             for line in case["setup"]:  # type: ignore[attr-defined]
                 args = _pip_args(str(line))
                 if args is not None and _editable(args):
@@ -262,7 +270,8 @@ def control(case: dict[str, object]) -> dict[str, object]:
                 command = _pytest_command(tree, config, files, str(tree))
                 command += f" --junitxml={report}"
                 before, before_log = _run(venv, tree, command)
-                before = 1 if _junit_failed(report, tests) else 0 if before == 1 else before
+                if report.is_file():  # none when pytest stops before running (a usage error)
+                    before = 1 if _junit_failed(report, tests) else 0 if before == 1 else before
             out["command"] = command
             _git(tree, "reset", "-q", "--hard")  # no clean: an editable install's egg-info stays
             _apply_fix(case, git_dir, tree)

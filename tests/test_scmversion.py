@@ -115,3 +115,23 @@ def test_overrides_name_the_projects_distribution_and_its_backends_variables(
     (tree / "pyproject.toml").write_text("not toml [")
     # Nothing says the name: the unscoped variable only.
     assert scmversion.override_env("1.0", tree) == {"SETUPTOOLS_SCM_PRETEND_VERSION": "1.0"}
+
+
+def test_a_tree_used_as_is_hands_the_metadata_sandbox_its_own_gits_version(
+    make_repo: Any,
+) -> None:
+    # A plain checkout (no job worktree) gets no override from the harness; the sandbox's
+    # copy has no `.git`, so setuptools-scm failed there ("unable to detect version": pluggy
+    # with setup.cfg metadata, bench_reproduce --corpus generated). It gets what the tree's
+    # own git gives, the version its build computes in setup.
+    from patchheal.harness.setup.metadata import own_version_env
+
+    repo = _tagged_repo(make_repo, after=0)
+    assert own_version_env(repo) == {"SETUPTOOLS_SCM_PRETEND_VERSION_FOR_SHAPES_LIB": "1.4.2"}
+
+
+def test_a_tree_without_git_metadata_gets_no_version(tmp_path: Path) -> None:
+    from patchheal.harness.setup.metadata import own_version_env
+
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "a"\n')
+    assert own_version_env(tmp_path) == {}

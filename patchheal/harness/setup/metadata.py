@@ -23,6 +23,7 @@ from patchheal.errors import HarnessError
 from patchheal.harness.config import HarnessDef
 from patchheal.harness.engine import containers, hostdirs, ownership, sandbox
 from patchheal.harness.images import build as images
+from patchheal.harness.setup import scmversion
 
 if TYPE_CHECKING:
     from docker import DockerClient
@@ -67,8 +68,11 @@ def dynamic_requirements(
 
     `build_env` carries the version a CI checkout would give the backend
     (scmversion.py): the copy has no git metadata, and a backend reading the
-    version from git would fail on it.
+    version from git would fail on it. Without one (a tree used as is, not a job's
+    worktree: the harness computes none for it), the version the project's own git gives
+    is passed, the one its build computes in setup, which runs over it with its `.git`.
     """
+    build_env = dict(build_env or {}) or own_version_env(project)
     with tempfile.TemporaryDirectory(prefix="patchheal-metadata-") as tmp:
         copy = Path(tmp) / "project"
         shutil.copytree(project, copy, symlinks=True, ignore=shutil.ignore_patterns(".git"))
@@ -88,7 +92,7 @@ def dynamic_requirements(
             command=pip,
             worktree=copy,
             user=user,
-            env=sandbox.environment(defn, (), dict(build_env or {})),
+            env=sandbox.environment(defn, (), build_env),
             labels=ownership.owner_labels("metadata", purpose),
             host_mounts=images.host_mounts(client, image),
             # At a container path: the host path may be under a home the sandbox user
@@ -107,3 +111,12 @@ def dynamic_requirements(
         )
     lines = done.output.splitlines()
     return [line[len(_PREFIX) :].strip() for line in lines if line.startswith(_PREFIX)]
+
+
+def own_version_env(project: Path) -> dict[str, str]:
+    """The version overrides for what `project`'s own git metadata gives its build (none
+    when it has no `.git` or git says no version): the sandbox's copy drops `.git`."""
+    if not (project / ".git").exists():
+        return {}
+    version = scmversion.ci_version(project, "HEAD")
+    return scmversion.override_env(version, project) if version else {}
