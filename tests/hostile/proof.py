@@ -34,23 +34,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from patchheal.harness.base import DETERMINISTIC_ENV
+from patchheal.harness.local.harness import INHERITED
 from patchheal.harness.results.channel import ResultsChannel
 from patchheal.harness.results.collectors import COLLECTORS
 from tests.hostile.cases import Candidate, write_tree
 from tests.hostile.projects import params
 
 TIMEOUT = 30.0
-# As the local harness inherits them (PYTEST_DISABLE_PLUGIN_AUTOLOAD: tests/conftest.py).
-_INHERITED = (
-    "PATH",
-    "HOME",
-    "USER",
-    "LOGNAME",
-    "TMPDIR",
-    "PYENV_ROOT",
-    "PYENV_VERSION",
-    "PYTEST_DISABLE_PLUGIN_AUTOLOAD",
-)
 _FAILURE = re.compile(r"\bfailed\b|FAILED|FAIL:|Traceback|AssertionError|\bERROR\b")
 
 
@@ -63,7 +53,7 @@ class Proof:
 
 def plain_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """An environment like the local harness's (no PYTHONPATH, no collectors), plus `extra`."""
-    env = {k: os.environ[k] for k in _INHERITED if k in os.environ}
+    env = {k: os.environ[k] for k in INHERITED if k in os.environ}
     env.update(DETERMINISTIC_ENV)
     env.update(extra or {})
     return env

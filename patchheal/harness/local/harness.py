@@ -20,7 +20,7 @@ from patchheal.harness.results.collectors import COLLECTORS
 from patchheal.models import CommandResult
 
 # Inherited so that host tools are found; everything else is dropped.
-_INHERITED = (
+INHERITED = (
     "PATH",
     "HOME",
     "USER",
@@ -55,7 +55,7 @@ class LocalHarness:
         self._venvs: dict[Path, Path] = {}
 
     def environment(self, worktree: Path | None = None) -> dict[str, str]:
-        env = {k: os.environ[k] for k in (*_INHERITED, *self._passthrough) if k in os.environ}
+        env = {k: os.environ[k] for k in (*INHERITED, *self._passthrough) if k in os.environ}
         env.update(DETERMINISTIC_ENV)
         venv = self._venvs.get(worktree.resolve()) if worktree is not None else None
         return venv_environment(venv, env) if venv is not None else env
