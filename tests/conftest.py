@@ -60,7 +60,8 @@ def _git_identity(
     # own, never the real user's, whatever the developer's environment sets.
     monkeypatch.setenv("XDG_STATE_HOME", str(home / ".local" / "state"))
     monkeypatch.delenv("PATCHHEAL_HOME", raising=False)
-    # Keep worktrees and caches of every test inside its own temp area.
+    # Keep the worktrees of every test inside its own temp area (the cache is the
+    # session's: _one_cache_for_the_session).
     monkeypatch.setenv("PATCHHEAL_WORKTREE_ROOT", str(tmp_path_factory.mktemp("worktrees")))
 
 
