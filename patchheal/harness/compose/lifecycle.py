@@ -64,9 +64,14 @@ def results(
             init=True,
         ) as keeper:
             containers.start(keeper)
-            made = keeper.exec_run(["mkdir", "-m", "0700", resultsvolume.run_dir(nonce)])
-            if made.exit_code != 0:
-                raise HarnessError(f"cannot make the results directory: {made.output!r}")
+            containers.exec_checked(
+                keeper,
+                ["mkdir", "-m", "0700", resultsvolume.run_dir(nonce)],
+                user=user,
+                environment={},
+                workdir="/",
+                what="making the results directory",
+            )
             yield name, keeper
     finally:
         remove_volume(client, name)

@@ -168,22 +168,26 @@ def exec_checked(
 ) -> str:
     """Run `command` in a running container; `HarnessError` with the output tail if it fails."""
     api = container.client.api
-    exec_id = call(
-        api.exec_create,
-        container.id,
-        command,
-        user=user,
-        environment=environment,
-        workdir=workdir,
-        stdout=True,
-        stderr=True,
-    )["Id"]
-    buffer = _CappedBuffer(DEFAULT_OUTPUT_CAP)
-    for chunk in api.exec_start(exec_id, stream=True):
-        buffer.add(chunk)
-        if on_output is not None:
-            on_output(chunk)
-    code = call(api.exec_inspect, exec_id).get("ExitCode")
+    for _ in range(dockerapi.EXEC_TRIES):
+        exec_id = call(
+            api.exec_create,
+            container.id,
+            command,
+            user=user,
+            environment=environment,
+            workdir=workdir,
+            stdout=True,
+            stderr=True,
+        )["Id"]
+        buffer = _CappedBuffer(DEFAULT_OUTPUT_CAP)
+        for chunk in api.exec_start(exec_id, stream=True):
+            buffer.add(chunk)
+            if on_output is not None:
+                on_output(chunk)
+        code = call(api.exec_inspect, exec_id).get("ExitCode")
+        if not dockerapi.exec_not_started(code, buffer.text()):
+            break
+        log.warning("%s: runc did not start the exec; again: %s", what, buffer.text()[:200])
     if code != 0:
         tail = "\n".join("    " + line for line in buffer.text().rstrip().splitlines()[-40:])
         raise HarnessError(f"{what} failed with exit code {code}: {' '.join(command)}\n{tail}")

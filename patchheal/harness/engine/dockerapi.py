@@ -15,6 +15,25 @@ if TYPE_CHECKING:
 _T = TypeVar("_T")
 
 
+# runc can fail to start an exec'd process ("OCI runtime exec failed: exec failed: unable
+# to start container process: read init-p: connection reset by peer", seen once in a
+# full test run on a loaded 2-core machine). The engine then reports exit code 126 with
+# that line as the output, and none of the command ran: starting it again is safe.
+EXEC_TRIES = 3
+_NOT_STARTED = "OCI runtime exec failed"
+_RUNC_FAULTS = ("connection reset by peer", "broken pipe", "init-p")
+
+
+def exec_not_started(exit_code: object, output: str) -> bool:
+    """Whether an exec failed in runc before its command started (worth starting again)."""
+    head = output.lstrip()[:800]
+    return (
+        exit_code in (126, 127)
+        and head.startswith(_NOT_STARTED)
+        and any(fault in head for fault in _RUNC_FAULTS)
+    )
+
+
 def engine(timeout: float = 120.0) -> DockerClient:
     """A client for the local engine; `InfraUnavailable` (exit 3) when it is not there."""
     import docker

@@ -37,6 +37,8 @@ if TYPE_CHECKING:
     from docker import DockerClient
     from docker.models.containers import Container
 
+    from patchheal.proc import _CappedBuffer
+
 log = logging.getLogger(__name__)
 
 # The container's main process: it waits for its stdin to close. It runs as a
@@ -140,16 +142,15 @@ class SandboxSession:
             self.close()
             raise
 
-    def run(
+    def _exec(
         self,
         command: str,
-        *,
         environment: Mapping[str, str],
         timeout: float,
         idle_timeout: float,
-        on_output: Callable[[bytes], None] | None = None,
-    ) -> Finished:
-        """Run `command` as the step user after a scrub; kill it from outside on a timeout."""
+        on_output: Callable[[bytes], None] | None,
+    ) -> tuple[int | None, _CappedBuffer, str | None, float]:
+        """One exec of `command`: its exit code, output, which timeout stopped it, its seconds."""
         assert self._container is not None
         api = self._container.client.api
         exec_id = dockerapi.call(
@@ -183,6 +184,25 @@ class SandboxSession:
             raise
         duration = time.monotonic() - started
         code = dockerapi.call(api.exec_inspect, exec_id).get("ExitCode")
+        return None if code is None else int(code), output, timed_out, duration
+
+    def run(
+        self,
+        command: str,
+        *,
+        environment: Mapping[str, str],
+        timeout: float,
+        idle_timeout: float,
+        on_output: Callable[[bytes], None] | None = None,
+    ) -> Finished:
+        """Run `command` as the step user after a scrub; kill it from outside on a timeout."""
+        for _ in range(dockerapi.EXEC_TRIES):
+            code, output, timed_out, duration = self._exec(
+                command, environment, timeout, idle_timeout, on_output
+            )
+            if timed_out or not dockerapi.exec_not_started(code, output.text()):
+                break
+            log.warning("runc did not start the step's exec; again: %s", output.text()[:200])
         self._sweep()  # nothing of this run outlives it (sweep.py)
         oom = False
         if code == 137 and not timed_out:  # SIGKILL: the OOM killer's, or the step's own?
