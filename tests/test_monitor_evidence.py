@@ -12,6 +12,7 @@ import textwrap
 from pathlib import Path
 
 from patchheal.harness.local.harness import LocalHarness
+from patchheal.harness.results import twinchannel
 from patchheal.models import TestResults
 from tests.healjobs import git
 
@@ -28,7 +29,9 @@ def _project(tmp_path: Path, files: dict[str, str]) -> Path:
 
 
 def _run(repo: Path, command: str) -> TestResults:
-    result = LocalHarness().run(command, repo, timeout=120, idle_timeout=120)
+    # As a verification's run of the failing step: the test file's evidence is wanted.
+    with twinchannel.wanting(["test_calc.py"]):
+        result = LocalHarness().run(command, repo, timeout=120, idle_timeout=120)
     assert result.tests is not None, result.output
     return result.tests
 

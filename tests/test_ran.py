@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from patchheal.harness.local.harness import LocalHarness
+from patchheal.harness.results import twinchannel
 from patchheal.models import Outcome, TestResults
 from patchheal.verdict.ran import Required, unexecuted
 from tests.healjobs import git
@@ -60,12 +61,14 @@ def _project(tmp_path: Path, calc: str) -> Path:
 
 
 def _run(repo: Path, options: str = "") -> TestResults:
-    result = LocalHarness().run(
-        f"{sys.executable} -m pytest -q -p no:cacheprovider {options} test_calc.py",
-        repo,
-        timeout=120,
-        idle_timeout=120,
-    )
+    # As a verification's run of the failing step: the test file's evidence is wanted.
+    with twinchannel.wanting(["test_calc.py"]):
+        result = LocalHarness().run(
+            f"{sys.executable} -m pytest -q -p no:cacheprovider {options} test_calc.py",
+            repo,
+            timeout=120,
+            idle_timeout=120,
+        )
     assert result.tests is not None, result.output
     return result.tests
 

@@ -90,13 +90,17 @@ def test_the_blob_has_the_same_length_in_every_run_and_decodes_as_the_collector_
     collector reads back exactly the payload; one that does not fit is refused."""
     collector = _collector()
     files = [{"rel": "tests/test_calc.py", "edits": [[1, 0, 1, 1, "x"]], "tail": "t" * 500}]
-    with twinchannel.carrying(twinchannel.payload(files)):
-        twin = twinchannel.blob()
-    empty, other = twinchannel.blob(), twinchannel.blob()
+    with twinchannel.wanting(["tests/test_calc.py"]):
+        with twinchannel.carrying(twinchannel.payload(files)):
+            twin = twinchannel.blob()
+        other = twinchannel.blob()
+    empty = twinchannel.blob()
     assert len(twin) == len(empty) == len(other)
     assert len({twin, empty, other}) == 3
-    assert collector.decode(twin) == {"files": files}
-    assert collector.decode(empty) == {"files": []}
+    # The files whose evidence is wanted: the same in the twin and the runs beside it.
+    assert collector.decode(twin) == {"files": files, "evidence": ["tests/test_calc.py"]}
+    assert collector.decode(other) == {"files": [], "evidence": ["tests/test_calc.py"]}
+    assert collector.decode(empty) == {"files": [], "evidence": []}
     with pytest.raises(twinchannel.TooLarge):
         twinchannel.payload([{"tail": "x" * twinchannel.SIZE}])
 
@@ -112,12 +116,21 @@ def _tree(tmp_path: Path, runner: str) -> tuple[Path, str, str]:
     return tree, rel, "unittest" if unittest else "pytest"
 
 
+# As in a verification's runs of the failing step: its test file's evidence is wanted.
+WANTED = ("tests/test_calc.py", "test_calc.py")
+
+
+def _payload(files: list[dict[str, object]]) -> bytes:
+    with twinchannel.wanting(WANTED):
+        return twinchannel.payload(files)
+
+
 def _run(tree: Path, runner: str | list[str], payload: bytes | None) -> TestResults:
     channel = ResultsChannel()
     try:
         base = {k: v for k, v in os.environ.items() if not k.startswith("PATCHHEAL_")}
         base.pop("PYTHONPATH", None)
-        with twinchannel.carrying(payload or b""):
+        with twinchannel.wanting(WANTED), twinchannel.carrying(payload or b""):
             env = channel.environment(
                 base, results_dir=str(channel.host_dir), collectors=str(COLLECTORS)
             )
@@ -144,7 +157,7 @@ def test_the_twin_is_made_in_memory_and_no_file_tells_it_apart(tmp_path: Path, r
     twin = twin_file(content.decode(), [Target("t", classes, "test_add")], Random(7), style=style)
     assert not isinstance(twin, str)
     assert twin.mutations
-    payload = twinchannel.payload([told(rel, content, twin)])
+    payload = _payload([told(rel, content, twin)])
 
     before = _stat(tree / rel)
     first = _run(tree, runner, None)
@@ -204,7 +217,7 @@ def test_between_two_runs_the_twin_shows_a_test_that_fails_as_it_is(
     assert not isinstance(twin, str)
     line, kind = twin.mutations[0].line, twin.mutations[0].as_is
     assert kind == runner
-    payload = twinchannel.payload([told(rel, content, twin, [line])])
+    payload = _payload([told(rel, content, twin, [line])])
     test = "test_calc.CalcTest.test_add" if style == "unittest" else f"{rel}::test_add"
     fixed = _run(tree, runner, payload)
     assert fixed.outcomes[test] == "failed"
@@ -270,7 +283,7 @@ def test_the_twin_is_made_in_memory_by_every_pytest_of_the_matrix(
     content = (tree / rel).read_bytes()
     twin = twin_file(content.decode(), [Target("t", (), "test_add")], Random(5), style=style)
     assert not isinstance(twin, str)
-    payload = twinchannel.payload([told(rel, content, twin, [twin.mutations[0].line])])
+    payload = _payload([told(rel, content, twin, [twin.mutations[0].line])])
     before = _stat(tree / rel)
     test = "tests/test_calc.py::test_add"
     assert _run(tree, command, None).outcomes[test] == "passed"
@@ -304,7 +317,7 @@ def test_a_child_process_imports_the_twin_too(tmp_path: Path) -> None:
     content = (tree / rel).read_bytes()
     twin = twin_file(content.decode(), [Target("t", (), "test_add")], Random(9), style=style)
     assert not isinstance(twin, str)
-    payload = twinchannel.payload([told(rel, content, twin)])
+    payload = _payload([told(rel, content, twin)])
     command = [sys.executable, "-m", "pytest", "-q", "tests/test_child.py"]
     child = "tests/test_child.py::test_a_child_imports_the_test_module"
     assert _run(tree, command, None).outcomes[child] == "passed"

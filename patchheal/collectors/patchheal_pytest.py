@@ -96,6 +96,39 @@ if compat.has_assertion_pass_hook():  # pytest < 5.0 refuses a plugin with an un
         _guard.run(_assertion_passed)
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: Any, nextitem: Any) -> Any:
+    # Inside pytest's own wrapper (tryfirst), which has just armed the assertion-pass
+    # callback for this test; it disarms it after the test, whatever happens here.
+    _guard.run(_explain_passes_only_where_wanted, item)
+    yield
+
+
+def _explain_passes_only_where_wanted(item: Any) -> None:
+    """Disarm pytest's assertion-pass callback for a test the verdict wants no evidence of.
+
+    Armed, every passing rewritten assert builds the explanation a failure would print
+    (the `repr` of its operands) before the callback runs: an exception group of shared
+    leaves 25 deep costs 0.08 s to compare plainly and more than 20 s explained (filelock's
+    suite timed out in the harness). The verdict needs evidence only of its protected
+    tests, whose files each run of the failing step names (patchheal_twin.EVIDENCE);
+    elsewhere the test runs as it would without this collector. Code of the step that
+    disarms it for a protected test only takes away that test's evidence: not passed."""
+    wanted = getattr(sys.modules.get("patchheal_twin"), "EVIDENCE", None)
+    if wanted is None or _is_wanted(item, wanted):
+        return
+    util = sys.modules.get("_pytest.assertion.util")
+    if util is not None and getattr(util, "_assertion_pass", None) is not None:
+        util._assertion_pass = None  # type: ignore[attr-defined]
+
+
+def _is_wanted(item: Any, wanted: tuple[str, ...]) -> bool:
+    if str(getattr(item, "nodeid", "")).partition("::")[0] in wanted:
+        return True
+    path = str(getattr(item, "path", None) or getattr(item, "fspath", "")).replace(os.sep, "/")
+    return any(path == w or path.endswith("/" + w) for w in wanted)
+
+
 def pytest_runtest_logstart(nodeid: str, location: Any) -> None:
     _guard.run(_stream, "start", nodeid)
 

@@ -210,6 +210,12 @@ def _read(path: str) -> bytes | None:
         return None
 
 
+EVIDENCE: tuple[str, ...] | None = None
+"""The test files whose passing assertions the verdict wants seen in this run (the blob's
+"evidence"; patchheal_pytest.py asks pytest to explain passing asserts only inside their
+tests); None when the harness gave no blob, or one this code cannot read: then everywhere."""
+
+
 def install() -> None:
     """Read and scrub the blob, then wrap the loaders (in every run alike); once per
     process, and nothing at all when the harness gave no blob."""
@@ -220,9 +226,14 @@ def install() -> None:
     scrub = getattr(monitor, "_scrub_environ_block", None)
     if scrub is not None:
         scrub(ENV)
+    global EVIDENCE
     blob = os.environ.pop(ENV, "")
     try:
-        files = decode(blob).get("files", [])
+        told = decode(blob)
+        files = told.get("files", [])
+        wanted = told.get("evidence")
+        if isinstance(wanted, list):
+            EVIDENCE = tuple(str(w) for w in wanted if isinstance(w, str) and w)
     except Exception:
         files = []
     _wrap_loader(Twin(files if isinstance(files, list) else []))

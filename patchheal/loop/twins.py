@@ -98,6 +98,13 @@ class TwinRun:
         self.plan.asserts.update(more.asserts)
         self.plan.missing += more.missing
 
+    def wanted(self) -> list[str]:
+        """The test files whose passing assertions the verdict needs seen in each run of the
+        failing step: each protected pytest test's file, as its id starts, and each file
+        the plan changes (where a test's function is defined)."""
+        files = [t.partition("::")[0] for t in self.protected if "::" in t or t.endswith(".py")]
+        return list(dict.fromkeys([*files, *self.plan.files]))
+
     def due(self, run: int) -> bool:
         """Whether the twin runs after verification run `run`."""
         return run == self.at

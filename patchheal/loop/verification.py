@@ -19,6 +19,7 @@ from pathlib import Path
 from patchheal.config import BudgetSpec, StepSpec
 from patchheal.errors import HarnessError
 from patchheal.harness.base import Harness
+from patchheal.harness.results import twinchannel
 from patchheal.loop.twins import TwinRun
 from patchheal.models import CommandResult, Failure, Outcome, Verdict
 from patchheal.verdict.decide import decide
@@ -79,7 +80,8 @@ def _gather(
     log = ""
     for run in range(1, evidence.verify_runs + 1):
         try:
-            result, touched = _run_watched(harness, step.command, tree, budget, step.results)
+            with twinchannel.wanting(twin.wanted()):
+                result, touched = _run_watched(harness, step.command, tree, budget, step.results)
         except HarnessError as exc:
             evidence = evidence.with_run(None, error=str(exc))
             yield evidence, log
@@ -93,7 +95,8 @@ def _gather(
             evidence = evidence.with_plan(twin.plan.asserts)
             yield evidence, log
         if twin.due(run):
-            found, twin_log = twin.run()
+            with twinchannel.wanting(twin.wanted()):
+                found, twin_log = twin.run()
             evidence = evidence.with_twin(found)
             yield evidence, log + twin_log  # the twin's run is logged when it decides
     for command in evidence.regression:

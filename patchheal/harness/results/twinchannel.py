@@ -9,6 +9,15 @@ step is what keeps the signing token from it (the collector takes it out of
 the tripwire reports reads of `/proc/*/environ`). The twin's payload (the files
 and changes `loop/twins.py` planned) is carried only while `carrying` is open,
 around the twin's own run; every other run gets an empty one.
+
+Every run of the failing step in a verification, the twin's and the others alike,
+also names the test files whose passing assertions the verdict needs seen
+(`wanting`): pytest explains a passing assert (the `repr` of its operands) only
+when a plugin asks to be told of it, and that costs what a failure's explanation
+costs, on every passing assert of the suite (an exception group of shared leaves
+25 deep: 0.08 s plainly, past a 20 s timeout explained). So the pytest collector asks
+only inside the tests of those files (collectors/patchheal_pytest.py); a run that
+wants none (the reproduction, a regression step) has it asked nowhere.
 """
 
 from __future__ import annotations
@@ -27,6 +36,7 @@ SIZE = 16384
 (its tests are named as having no twin)."""
 _NONCE = 16
 _CARRIED: ContextVar[bytes] = ContextVar("patchheal_twin_payload", default=b"")
+_WANTED: ContextVar[tuple[str, ...]] = ContextVar("patchheal_evidence_files", default=())
 
 
 class TooLarge(ValueError):
@@ -34,8 +44,10 @@ class TooLarge(ValueError):
 
 
 def payload(files: Sequence[Mapping[str, object]]) -> bytes:
-    """The JSON of the twin's files; raises `TooLarge` when it does not fit."""
-    data = json.dumps({"files": list(files)}, separators=(",", ":")).encode()
+    """The JSON of the twin's files and the test files wanted (`wanting`); raises
+    `TooLarge` when it does not fit."""
+    told = {"files": list(files), "evidence": list(_WANTED.get())}
+    data = json.dumps(told, separators=(",", ":")).encode()
     if len(data) > SIZE:
         raise TooLarge(f"{len(data)} bytes of changes (at most {SIZE})")
     return data
@@ -55,6 +67,17 @@ def encode(data: bytes) -> str:
 def blob() -> str:
     """The blob for the run about to start: the twin's payload inside `carrying`, else none."""
     return encode(_CARRIED.get() or payload([]))
+
+
+@contextmanager
+def wanting(files: Sequence[str]) -> Iterator[None]:
+    """Runs started inside (and payloads made inside) name `files` as the test files whose
+    passing assertions must be seen (relative paths, as pytest's node ids start)."""
+    token = _WANTED.set(tuple(dict.fromkeys(files)))
+    try:
+        yield
+    finally:
+        _WANTED.reset(token)
 
 
 @contextmanager
