@@ -43,6 +43,9 @@ printf 'one\ntwo\n' | less -F -X >/dev/null
 printf '#include <Python.h>\nint main(void){return PY_MAJOR_VERSION == 3 ? 0 : 1;}\n' > /tmp/t.c
 cc $(python3-config --includes) -o /tmp/t /tmp/t.c && /tmp/t
 printf 'all:\n\t@echo made\n' > /tmp/Makefile && make -s -C /tmp
+printf '#include <yaml.h>\nint main(void){yaml_parser_t p;\n' > /tmp/y.c
+printf 'return !yaml_parser_initialize(&p);}\n' >> /tmp/y.c
+cc -o /tmp/y /tmp/y.c -lyaml && /tmp/y
 ps -o pid= -p $$ >/dev/null
 echo x > /tmp/a && xz -k /tmp/a && bzip2 -k /tmp/a
 (cd /tmp && zip -q a.zip a && unzip -q -o a.zip)
