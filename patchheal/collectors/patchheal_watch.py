@@ -26,11 +26,15 @@ from hashlib import sha256  # OpenSSL's C constructor, bound here once
 from posix import (
     O_APPEND,
     O_CREAT,
+    O_DIRECTORY,
     O_EXCL,
     O_RDONLY,
     O_RDWR,
     O_TRUNC,
     O_WRONLY,
+    dup2,
+    environ,
+    fstat,
     getcwd,
     getpid,
     lstat,
@@ -109,6 +113,16 @@ PATHS = {
     "os.utime": ((0, 3),),
     "shutil.rmtree": ((0, 1),),
 }
+# Operations that can change a guarded directory itself, whose parent may not be guarded
+# (the collectors' folder): by following a symbolic link in the last part of their path, or
+# by moving it. The others can only reach a guarded directory inside a guarded parent (the
+# results directory's parent is one), or fail on a directory anyway (`open` for writing,
+# `os.remove`, `os.mkdir` of one that exists): for them the parent's identity is enough.
+# That is one `stat` fewer per operation, which a suite of threads contending on files pays
+# for with the GIL at every call (filelock's threaded tests, benchmarks/README.md).
+CHANGE_ITSELF = frozenset(
+    {"os.chmod", "os.chown", "os.utime", "os.truncate", "os.rename", "shutil.rmtree"}
+)
 WATCHED = frozenset(
     {*TAMPER, *CODE, *PROCESS, *PATHS, "open", "object.__setattr__"}
     | {SIGN_EVENT, ARMED_EVENT, ASSERT_EVENT, TEST_EVENT}
@@ -204,6 +218,8 @@ def make_hook(
     log: list[int] = []
     log_name = f"monitor-{getpid()}-{urandom(4).hex()}.log"
     proc_dev = stat("/proc/self").st_dev if _exists("/proc/self") else -1
+    tmp = environ.get(b"TMPDIR", b"/tmp").decode(errors="surrogateescape")
+    anchored_stat = make_anchored_stat((tmp, root))
     # A folder the step's user cannot stat gives no identity: it must not stand for every
     # path that does not exist yet (a new temp file), so it is left out.
     guarded = {_ident(p) for p in (results, _parent(results), collectors) if p} - {_NO_IDENT}
@@ -482,21 +498,29 @@ def make_hook(
         if who[0] in ("project", "other", "none"):
             note(what, who, shown)
 
-    def guarded_path(path: Any, dir_fd: Any) -> bool:
-        """Whether `path` (relative to `dir_fd`) is in, or is, a directory the step must not
-        write: the results directory (or its parent) and the collectors."""
+    def guarded_path(path: Any, dir_fd: Any, itself: bool) -> bool:
+        """Whether `path` (relative to `dir_fd`) is in a directory the step must not write
+        (the results directory or its parent, the collectors), or, with `itself`, is one."""
         if type(path) is int:
             try:
                 path = readlink(f"/proc/self/fd/{path}")
             except OSError:
                 return False
+            itself = False  # an open file is no directory the operation could change
         if type(path) is bytes:
             path = path.decode(errors="surrogateescape")
         if type(path) is not str:
             return False
         if type(dir_fd) is int and dir_fd >= 0 and not path.startswith("/"):
             path = f"/proc/self/fd/{dir_fd}/{path}"
-        return _ident(path) in guarded or _ident(_parent(path)) in guarded
+        return ident_of(_parent(path)) in guarded or (itself and ident_of(path) in guarded)
+
+    def ident_of(path: str) -> tuple[int, int]:
+        try:
+            found = anchored_stat(path)
+        except (OSError, ValueError):
+            return _NO_IDENT
+        return (found.st_dev, found.st_ino)
 
     def proc_secret(path: Any) -> str:
         """The resolved path when `path` is a process's environ or memory, else ''."""
@@ -506,7 +530,7 @@ def make_hook(
             return ""
         if not (path.rpartition("/")[2] in ("environ", "mem") or path.startswith("/proc")):
             try:
-                if stat(path).st_dev != proc_dev:
+                if anchored_stat(path).st_dev != proc_dev:
                     return ""
             except (OSError, ValueError):
                 return ""
@@ -523,7 +547,7 @@ def make_hook(
         writing = (type(mode) is str and any(c in mode for c in "wax+")) or (
             type(flags) is int and flags & _WRITE_FLAGS
         )
-        if writing and guarded_path(path, None) and first_non_stdlib(caller) != "collector":
+        if writing and guarded_path(path, None, False) and first_non_stdlib(caller) != "collector":
             note("write into the results or collectors", performer(caller), str(path), "results")
             raise PermissionError(
                 _EACCES, "patchheal: the results directory is the collectors' own"
@@ -532,7 +556,7 @@ def make_hook(
     def path_event(event: str, args: tuple[Any, ...], caller: Any) -> None:
         for at, fd_at in PATHS[event]:
             dir_fd = args[fd_at] if 0 <= fd_at < len(args) else None
-            if at < len(args) and guarded_path(args[at], dir_fd):
+            if at < len(args) and guarded_path(args[at], dir_fd, event in CHANGE_ITSELF):
                 if first_non_stdlib(caller) == "collector":
                     return
                 shown = args[at] if type(args[at]) is str else "a path"
@@ -617,6 +641,59 @@ def make_hook(
             busy.discard(ident)
 
     return hook
+
+
+def make_anchored_stat(anchors: tuple[str, ...]) -> Any:
+    """`stat`, walking a path under one of `anchors` from a descriptor of that folder.
+
+    On an engine whose container root is FUSE (fuse-overlayfs, as on this project's
+    machines), every absolute path a non-root user looks up starts with a round trip to
+    the FUSE daemon for `/`: 10 to 20 µs per `stat`, against 1 to 3 µs from a folder on
+    tmpfs or a bind mount (docs/harnesses.md). The step pays that for its own calls; the
+    hook should not pay it again for each of them. The result is the same `stat`: the
+    walk starts at the same folder (each descriptor's identity is checked before use; a
+    step that closes or replaces it gets the plain `stat`), and `..` or an absolute link
+    still leads where it would have.
+    """
+    opened: list[tuple[str, int, tuple[int, int]]] = []
+    for anchor in anchors:
+        anchor = anchor.rstrip("/")
+        if not anchor.startswith("/") or any(anchor == a[0] for a in opened):
+            continue
+        try:
+            fd = _high_fd(os_open(anchor, O_RDONLY | O_DIRECTORY))
+            found = fstat(fd)
+        except OSError:
+            continue
+        opened.append((anchor + "/", fd, (found.st_dev, found.st_ino)))
+
+    def anchored_stat(path: str) -> Any:
+        if type(path) is str:
+            for prefix, fd, ident in opened:
+                if path.startswith(prefix):
+                    try:
+                        found = fstat(fd)
+                    except OSError:  # closed by the step
+                        break
+                    if (found.st_dev, found.st_ino) != ident:
+                        break
+                    return stat(path[len(prefix) :].lstrip("/") or ".", dir_fd=fd)
+        return stat(path)
+
+    return anchored_stat
+
+
+def _high_fd(fd: int) -> int:
+    """`fd` moved to the first free number from 200 up, out of the way of numbers a
+    project's own code may expect to get (its first files open as 3, 4, ...)."""
+    for number in range(200, 260):
+        try:
+            fstat(number)
+        except OSError:
+            dup2(fd, number, inheritable=False)
+            os_close(fd)
+            return number
+    return fd
 
 
 def _exists(path: str) -> bool:

@@ -1,0 +1,183 @@
+"""The tripwire's `stat` from a folder's descriptor (collectors/patchheal_watch.py).
+
+The hook looks paths under the temporary folder and the project up from a descriptor of
+that folder, not from `/` (on a FUSE container root each absolute lookup costs a round
+trip to the daemon). That must give what `os.stat` gives for every spelling of a path, and
+a step that closes or replaces the descriptor must not change a refusal.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from patchheal.harness.results.collectors import COLLECTORS
+
+
+def _watch_module() -> dict[str, Any]:
+    """patchheal_watch's code in a namespace of its own, as patchheal_monitor runs it."""
+    space: dict[str, Any] = {"__name__": "patchheal_watch_test"}
+    path = COLLECTORS / "patchheal_watch.py"
+    exec(compile(path.read_text(), str(path), "exec"), space)
+    return space
+
+
+def _tree(root: Path) -> Path:
+    """An anchor folder with files, folders and links of every kind, and one outside it."""
+    anchor = root / "anchor"
+    (anchor / "dir" / "deep").mkdir(parents=True)
+    (anchor / "file").write_text("x")
+    (anchor / "dir" / "inner").write_text("y")
+    outside = root / "outside"
+    outside.mkdir()
+    (outside / "far").write_text("z")
+    (anchor / "to-outside").symlink_to(outside / "far")
+    (anchor / "to-dir").symlink_to(outside)
+    (anchor / "relative-up").symlink_to("../outside/far")
+    (anchor / "dangling").symlink_to(root / "missing")
+    return anchor
+
+
+def _spellings(anchor: Path) -> list[str]:
+    a = str(anchor)
+    return [
+        a,
+        f"{a}/",
+        f"{a}/file",
+        f"{a}//file",
+        f"{a}/./file",
+        f"{a}/dir/deep/../inner",
+        f"{a}/dir/",
+        f"{a}/..",
+        f"{a}/../outside/far",
+        f"{a}/to-outside",
+        f"{a}/to-dir/far",
+        f"{a}/relative-up",
+        f"{a}/dangling",
+        f"{a}/missing",
+        f"{a}/file/not-a-dir",
+        f"{a}x/file",  # a sibling whose name starts like the anchor's
+        "/",
+        str(anchor.parent / "outside" / "far"),
+    ]
+
+
+def _outcome(call: Callable[[str], os.stat_result], path: str) -> object:
+    try:
+        found = call(path)
+    except OSError as error:
+        return type(error).__name__
+    return (found.st_dev, found.st_ino)
+
+
+def test_every_spelling_gives_what_stat_gives(tmp_path: Path) -> None:
+    anchor = _tree(tmp_path)
+    (tmp_path / "anchorx").mkdir()
+    (tmp_path / "anchorx" / "file").write_text("sibling")
+    anchored = _watch_module()["make_anchored_stat"]((str(anchor),))
+    for path in _spellings(anchor):
+        assert _outcome(anchored, path) == _outcome(os.stat, path), path
+
+
+def test_a_replaced_or_closed_descriptor_gives_what_stat_gives(tmp_path: Path) -> None:
+    anchor = _tree(tmp_path)
+    decoy = tmp_path / "decoy"
+    decoy.mkdir()
+    (decoy / "file").write_text("decoy")
+    before = {p.name for p in Path("/proc/self/fd").iterdir()}
+    anchored = _watch_module()["make_anchored_stat"]((str(anchor),))
+    after = {p.name for p in Path("/proc/self/fd").iterdir()}
+    (fd,) = {int(n) for n in after - before}
+    assert fd >= 200, "the anchor stays out of the numbers a project's files get"
+    target = f"{anchor}/file"
+    other = os.open(decoy, os.O_RDONLY)
+    try:
+        os.dup2(other, fd)  # the step puts another folder under the anchor's number
+        assert _outcome(anchored, target) == _outcome(os.stat, target)
+        os.close(fd)  # or closes it
+        assert _outcome(anchored, target) == _outcome(os.stat, target)
+    finally:
+        os.close(other)
+
+
+_STEP = textwrap.dedent(
+    """
+    import os, sys
+    tmp, results = os.environ["TMPDIR"], os.environ["PATCHHEAL_RESULTS_DIR"]
+    os.symlink(results, os.path.join(tmp, "link"))
+    os.mkdir(os.path.join(tmp, "sub"))
+    spellings = [
+        f"{results}/forged.json",
+        f"{tmp}//box/results/forged.json",
+        f"{tmp}/sub/../box/results/forged.json",
+        f"{tmp}/link/forged.json",
+    ]
+
+    def attempt(label):
+        for path in spellings:
+            try:
+                with open(path, "w") as handle:
+                    handle.write("{}")
+                print(label, "WRITTEN", path)
+            except PermissionError:
+                print(label, "REFUSED", path)
+        with open(os.path.join(tmp, "ok"), "w") as handle:
+            handle.write("fine")
+        print(label, "OWN FILE WRITTEN")
+
+    attempt("plain")
+    decoy = os.open(os.path.join(tmp, "sub"), os.O_RDONLY)
+    for number in range(200, 260):
+        try:
+            os.fstat(number)
+        except OSError:
+            continue
+        if number != decoy:
+            os.dup2(decoy, number)
+    attempt("replaced")
+    os.closerange(3, 300)
+    attempt("closed")
+    """
+)
+
+
+@pytest.mark.parametrize("label", ["plain", "replaced", "closed"])
+def test_a_write_into_the_results_is_refused_however_the_descriptor_is_treated(
+    tmp_path: Path, label: str
+) -> None:
+    """The results folder under the temporary folder (an anchor), reached by its own name,
+    a doubled slash, `..` and a link: refused before the step touches the descriptor, after
+    it put another folder under the descriptor's number, and after it closed every one."""
+    tmp = tmp_path / "tmp"
+    results = tmp / "box" / "results"
+    results.mkdir(parents=True)
+    env = {
+        "PATH": os.environ["PATH"],
+        "TMPDIR": str(tmp),
+        "PYTHONPATH": str(COLLECTORS),
+        "PATCHHEAL_RESULTS_DIR": str(results),
+        "PATCHHEAL_RESULTS_TOKEN": "t" * 32,
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", _STEP],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    lines = [line for line in done.stdout.splitlines() if line.startswith(label + " ")]
+    assert done.returncode == 0, done.stderr
+    assert f"{label} OWN FILE WRITTEN" in lines, done.stdout
+    written = [line for line in lines if " WRITTEN " in line]
+    assert not written, written
+    assert len([line for line in lines if " REFUSED " in line]) == 4, done.stdout
+    assert not (results / "forged.json").exists()
