@@ -181,3 +181,48 @@ def test_a_write_into_the_results_is_refused_however_the_descriptor_is_treated(
     assert not written, written
     assert len([line for line in lines if " REFUSED " in line]) == 4, done.stdout
     assert not (results / "forged.json").exists()
+
+
+_PROC_STEP = textwrap.dedent(
+    """
+    import os
+    link = os.path.join(os.environ["TMPDIR"], "innocent")
+    os.symlink("/proc/self/environ", link)
+    for label, flags in (("read", os.O_RDONLY), ("exclusive", os.O_RDWR | os.O_CREAT | os.O_EXCL)):
+        try:
+            os.close(os.open(link, flags))
+            print(label, "OPENED")
+        except PermissionError:
+            print(label, "REFUSED")
+        except FileExistsError:
+            print(label, "EXISTS")
+    """
+)
+
+
+def test_an_exclusive_create_skips_the_process_check_and_still_opens_nothing(
+    tmp_path: Path,
+) -> None:
+    """The hook does not look an exclusive create up for /proc (a lock file's loop pays no
+    lookup): the kernel refuses to create over a link, so the environment stays unread;
+    a plain open through the same link is refused by the hook."""
+    tmp = tmp_path / "tmp"
+    (tmp / "box" / "results").mkdir(parents=True)
+    env = {
+        "PATH": os.environ["PATH"],
+        "TMPDIR": str(tmp),
+        "PYTHONPATH": str(COLLECTORS),
+        "PATCHHEAL_RESULTS_DIR": str(tmp / "box" / "results"),
+        "PATCHHEAL_RESULTS_TOKEN": "t" * 32,
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", _PROC_STEP],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == ["read REFUSED", "exclusive EXISTS"], done.stdout

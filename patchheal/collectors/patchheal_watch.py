@@ -540,7 +540,11 @@ def make_hook(
 
     def open_event(args: tuple[Any, ...], caller: Any) -> None:
         path, mode, flags = args[0], args[1], args[2]
-        secret = proc_secret(path)
+        # An exclusive create opens nothing that exists, so no process's environment or
+        # memory, whatever links lead there (O_EXCL does not follow a link): a lock file's
+        # create loop (filelock's) pays for no lookup here.
+        exclusive = type(flags) is int and flags & O_CREAT and flags & O_EXCL
+        secret = "" if exclusive else proc_secret(path)
         if secret:
             note("read of a process's environment or memory", performer(caller), secret, "proc")
             raise PermissionError(_EACCES, f"patchheal: reading {secret} is refused")
