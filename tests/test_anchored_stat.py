@@ -186,26 +186,35 @@ def test_a_write_into_the_results_is_refused_however_the_descriptor_is_treated(
 _PROC_STEP = textwrap.dedent(
     """
     import os
-    link = os.path.join(os.environ["TMPDIR"], "innocent")
+    tmp = os.environ["TMPDIR"]
+    link = os.path.join(tmp, "innocent")
     os.symlink("/proc/self/environ", link)
-    for label, flags in (("read", os.O_RDONLY), ("exclusive", os.O_RDWR | os.O_CREAT | os.O_EXCL)):
+    os.symlink("/proc/self", os.path.join(tmp, "folder"))
+    for label, path, flags in (
+        ("read", link, os.O_RDONLY),
+        ("exclusive", link, os.O_RDWR | os.O_CREAT | os.O_EXCL),
+        ("nofollow", link, os.O_RDONLY | os.O_NOFOLLOW),
+        ("directory", link, os.O_RDONLY | os.O_DIRECTORY),
+        ("through-folder", os.path.join(tmp, "folder", "environ"), os.O_RDONLY | os.O_NOFOLLOW),
+    ):
         try:
-            os.close(os.open(link, flags))
+            os.close(os.open(path, flags))
             print(label, "OPENED")
         except PermissionError:
             print(label, "REFUSED")
-        except FileExistsError:
-            print(label, "EXISTS")
+        except OSError as error:
+            print(label, type(error).__name__)
     """
 )
 
 
-def test_an_exclusive_create_skips_the_process_check_and_still_opens_nothing(
+def test_opens_that_cannot_follow_a_last_link_skip_the_lookup_and_still_open_nothing(
     tmp_path: Path,
 ) -> None:
-    """The hook does not look an exclusive create up for /proc (a lock file's loop pays no
-    lookup): the kernel refuses to create over a link, so the environment stays unread;
-    a plain open through the same link is refused by the hook."""
+    """The hook does not look up an exclusive create, an O_NOFOLLOW or an O_DIRECTORY open
+    for /proc (a lock file's loop pays no lookup): the kernel refuses each through a link
+    to the environment, so it stays unread; a plain open through the same link, and an
+    O_NOFOLLOW open of `environ` through a linked folder, are refused by the hook."""
     tmp = tmp_path / "tmp"
     (tmp / "box" / "results").mkdir(parents=True)
     env = {
@@ -225,4 +234,58 @@ def test_an_exclusive_create_skips_the_process_check_and_still_opens_nothing(
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split("\n")[:2] == ["read REFUSED", "exclusive EXISTS"], done.stdout
+    assert done.stdout.split("\n")[:5] == [
+        "read REFUSED",
+        "exclusive FileExistsError",
+        "nofollow OSError",  # ELOOP: the kernel refuses the link itself
+        "directory NotADirectoryError",
+        "through-folder REFUSED",
+    ], done.stdout
+
+
+_FD_TARGET = textwrap.dedent(
+    """
+    import os, sys
+    space = {"__name__": "w"}
+    path = sys.argv[1]
+    exec(compile(open(path).read(), path, "exec"), space)
+    fd_target = space["make_fd_target"]()
+    tmp = sys.argv[2]
+    mine = os.open(os.path.join(tmp, "parent"), os.O_CREAT | os.O_WRONLY)
+    print("PARENT", fd_target(mine) == os.readlink(f"/proc/self/fd/{mine}"))
+    pid = os.fork()
+    if pid == 0:
+        os.close(mine)
+        theirs = os.open(os.path.join(tmp, "child"), os.O_CREAT | os.O_WRONLY)
+        assert theirs == mine  # the same number, another file, in the child only
+        ok = fd_target(theirs) == os.path.join(tmp, "child")
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    print("CHILD", os.waitstatus_to_exitcode(status) == 0)
+    for number in range(200, 260):
+        try:
+            os.fstat(number)
+        except OSError:
+            continue
+        decoy = os.open(tmp, os.O_RDONLY)
+        os.dup2(decoy, number)  # the step puts a folder of its own under the number
+    print("REPLACED", fd_target(mine) == os.path.join(tmp, "parent"))
+    """
+)
+
+
+def test_a_descriptors_target_is_the_processs_own(tmp_path: Path) -> None:
+    """The hook reads what a descriptor names from its own `/proc/self/fd`: the same as
+    `os.readlink` in the process, the child's own after a fork, and after the step puts
+    another folder under the hook's descriptor number."""
+    done = subprocess.run(
+        [sys.executable, "-c", _FD_TARGET, str(COLLECTORS / "patchheal_watch.py"), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["PARENT", "True", "CHILD", "True", "REPLACED", "True"], (
+        done.stdout
+    )

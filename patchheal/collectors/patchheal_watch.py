@@ -28,6 +28,7 @@ from posix import (
     O_CREAT,
     O_DIRECTORY,
     O_EXCL,
+    O_NOFOLLOW,
     O_RDONLY,
     O_RDWR,
     O_TRUNC,
@@ -220,6 +221,7 @@ def make_hook(
     proc_dev = stat("/proc/self").st_dev if _exists("/proc/self") else -1
     tmp = environ.get(b"TMPDIR", b"/tmp").decode(errors="surrogateescape")
     anchored_stat = make_anchored_stat((tmp, root))
+    fd_target = make_fd_target()
     # A folder the step's user cannot stat gives no identity: it must not stand for every
     # path that does not exist yet (a new temp file), so it is left out.
     guarded = {_ident(p) for p in (results, _parent(results), collectors) if p} - {_NO_IDENT}
@@ -503,7 +505,7 @@ def make_hook(
         (the results directory or its parent, the collectors), or, with `itself`, is one."""
         if type(path) is int:
             try:
-                path = readlink(f"/proc/self/fd/{path}")
+                path = fd_target(path)
             except OSError:
                 return False
             itself = False  # an open file is no directory the operation could change
@@ -522,13 +524,16 @@ def make_hook(
             return _NO_IDENT
         return (found.st_dev, found.st_ino)
 
-    def proc_secret(path: Any) -> str:
-        """The resolved path when `path` is a process's environ or memory, else ''."""
+    def proc_secret(path: Any, no_link: bool = False) -> str:
+        """The resolved path when `path` is a process's environ or memory, else ''.
+        `no_link`: the operation does not follow a link in the last part of the path."""
         if type(path) is bytes:
             path = path.decode(errors="surrogateescape")
         if type(path) is not str:
             return ""
         if not (path.rpartition("/")[2] in ("environ", "mem") or path.startswith("/proc")):
+            if no_link:
+                return ""
             try:
                 if anchored_stat(path).st_dev != proc_dev:
                     return ""
@@ -540,11 +545,16 @@ def make_hook(
 
     def open_event(args: tuple[Any, ...], caller: Any) -> None:
         path, mode, flags = args[0], args[1], args[2]
-        # An exclusive create opens nothing that exists, so no process's environment or
-        # memory, whatever links lead there (O_EXCL does not follow a link): a lock file's
-        # create loop (filelock's) pays for no lookup here.
-        exclusive = type(flags) is int and flags & O_CREAT and flags & O_EXCL
-        secret = "" if exclusive else proc_secret(path)
+        # Only a link in the last part of the path can lead a name that is neither under
+        # /proc nor `environ`/`mem` to a process's environment or memory, and the lookup in
+        # proc_secret is for that link alone. An exclusive create (O_EXCL does not follow a
+        # link and opens nothing that exists), an O_NOFOLLOW open (refuses a link there) and
+        # an O_DIRECTORY open (those are files) cannot reach one that way: a lock file's
+        # create-and-read loop (filelock's) pays for no lookup here.
+        no_link = type(flags) is int and bool(
+            (flags & O_CREAT and flags & O_EXCL) or flags & (O_NOFOLLOW | O_DIRECTORY)
+        )
+        secret = proc_secret(path, no_link)
         if secret:
             note("read of a process's environment or memory", performer(caller), secret, "proc")
             raise PermissionError(_EACCES, f"patchheal: reading {secret} is refused")
@@ -674,17 +684,45 @@ def make_anchored_stat(anchors: tuple[str, ...]) -> Any:
     def anchored_stat(path: str) -> Any:
         if type(path) is str:
             for prefix, fd, ident in opened:
-                if path.startswith(prefix):
+                exact = path == prefix[:-1]
+                if exact or path.startswith(prefix):
                     try:
                         found = fstat(fd)
                     except OSError:  # closed by the step
                         break
                     if (found.st_dev, found.st_ino) != ident:
                         break
+                    if exact:
+                        return found
                     return stat(path[len(prefix) :].lstrip("/") or ".", dir_fd=fd)
         return stat(path)
 
     return anchored_stat
+
+
+def make_fd_target() -> Any:
+    """`readlink` of `/proc/self/fd/<n>` from a descriptor of this process's `fd` folder
+    (not a lookup from `/`, make_anchored_stat's reason). A forked child, whose descriptor
+    still names its parent's folder, and a replaced or closed descriptor get the lookup."""
+    try:
+        folder = _high_fd(os_open("/proc/self/fd", O_RDONLY | O_DIRECTORY))
+        found = fstat(folder)
+    except OSError:
+        folder, found = -1, None
+    owner = getpid()
+    ident = (found.st_dev, found.st_ino) if found is not None else _NO_IDENT
+
+    def fd_target(fd: int) -> str:
+        if folder >= 0 and getpid() == owner:
+            try:
+                now = fstat(folder)
+            except OSError:
+                now = None
+            if now is not None and (now.st_dev, now.st_ino) == ident:
+                return readlink(str(fd), dir_fd=folder)
+        return readlink(f"/proc/self/fd/{fd}")
+
+    return fd_target
 
 
 def _high_fd(fd: int) -> int:
