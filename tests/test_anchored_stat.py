@@ -107,6 +107,26 @@ def test_a_replaced_or_closed_descriptor_gives_what_stat_gives(tmp_path: Path) -
         os.close(other)
 
 
+def _run_step(script: str, tmp: Path, results: Path) -> subprocess.CompletedProcess[str]:
+    """`script` as a step with the collectors armed, `tmp` its temporary folder."""
+    env = {
+        "PATH": os.environ["PATH"],
+        "TMPDIR": str(tmp),
+        "PYTHONPATH": str(COLLECTORS),
+        "PATCHHEAL_RESULTS_DIR": str(results),
+        "PATCHHEAL_RESULTS_TOKEN": "t" * 32,
+    }
+    return subprocess.run(
+        [sys.executable, "-c", script],
+        env=env,
+        cwd=tmp.parent,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
 _STEP = textwrap.dedent(
     """
     import os, sys
@@ -158,22 +178,7 @@ def test_a_write_into_the_results_is_refused_however_the_descriptor_is_treated(
     tmp = tmp_path / "tmp"
     results = tmp / "box" / "results"
     results.mkdir(parents=True)
-    env = {
-        "PATH": os.environ["PATH"],
-        "TMPDIR": str(tmp),
-        "PYTHONPATH": str(COLLECTORS),
-        "PATCHHEAL_RESULTS_DIR": str(results),
-        "PATCHHEAL_RESULTS_TOKEN": "t" * 32,
-    }
-    done = subprocess.run(
-        [sys.executable, "-c", _STEP],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = _run_step(_STEP, tmp, results)
     lines = [line for line in done.stdout.splitlines() if line.startswith(label + " ")]
     assert done.returncode == 0, done.stderr
     assert f"{label} OWN FILE WRITTEN" in lines, done.stdout
@@ -217,22 +222,7 @@ def test_opens_that_cannot_follow_a_last_link_skip_the_lookup_and_still_open_not
     O_NOFOLLOW open of `environ` through a linked folder, are refused by the hook."""
     tmp = tmp_path / "tmp"
     (tmp / "box" / "results").mkdir(parents=True)
-    env = {
-        "PATH": os.environ["PATH"],
-        "TMPDIR": str(tmp),
-        "PYTHONPATH": str(COLLECTORS),
-        "PATCHHEAL_RESULTS_DIR": str(tmp / "box" / "results"),
-        "PATCHHEAL_RESULTS_TOKEN": "t" * 32,
-    }
-    done = subprocess.run(
-        [sys.executable, "-c", _PROC_STEP],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = _run_step(_PROC_STEP, tmp, tmp / "box" / "results")
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[:5] == [
         "read REFUSED",

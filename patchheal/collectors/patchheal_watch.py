@@ -518,11 +518,7 @@ def make_hook(
         return ident_of(_parent(path)) in guarded or (itself and ident_of(path) in guarded)
 
     def ident_of(path: str) -> tuple[int, int]:
-        try:
-            found = anchored_stat(path)
-        except (OSError, ValueError):
-            return _NO_IDENT
-        return (found.st_dev, found.st_ino)
+        return _ident(path, anchored_stat)
 
     def proc_secret(path: Any, no_link: bool = False) -> str:
         """The resolved path when `path` is a process's environ or memory, else ''.
@@ -755,9 +751,9 @@ def _parent(path: str) -> str:
 _NO_IDENT = (-1, -1)
 
 
-def _ident(path: str) -> tuple[int, int]:
+def _ident(path: str, look: Any = stat) -> tuple[int, int]:
     try:
-        found = stat(path)
+        found = look(path)
     except (OSError, ValueError):
         return _NO_IDENT
     return (found.st_dev, found.st_ino)
