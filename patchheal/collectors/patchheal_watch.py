@@ -682,11 +682,8 @@ def make_anchored_stat(anchors: tuple[str, ...]) -> Any:
             for prefix, fd, ident in opened:
                 exact = path == prefix[:-1]
                 if exact or path.startswith(prefix):
-                    try:
-                        found = fstat(fd)
-                    except OSError:  # closed by the step
-                        break
-                    if (found.st_dev, found.st_ino) != ident:
+                    found = _still(fd, ident)
+                    if found is None:
                         break
                     if exact:
                         return found
@@ -709,16 +706,21 @@ def make_fd_target() -> Any:
     ident = (found.st_dev, found.st_ino) if found is not None else _NO_IDENT
 
     def fd_target(fd: int) -> str:
-        if folder >= 0 and getpid() == owner:
-            try:
-                now = fstat(folder)
-            except OSError:
-                now = None
-            if now is not None and (now.st_dev, now.st_ino) == ident:
-                return readlink(str(fd), dir_fd=folder)
+        if folder >= 0 and getpid() == owner and _still(folder, ident) is not None:
+            return readlink(str(fd), dir_fd=folder)
         return readlink(f"/proc/self/fd/{fd}")
 
     return fd_target
+
+
+def _still(fd: int, ident: tuple[int, int]) -> Any:
+    """`fd`'s stat while it still names the folder of identity `ident`, else None (the
+    step closed it, or put another file under its number: `dup2` is not audited)."""
+    try:
+        found = fstat(fd)
+    except OSError:
+        return None
+    return found if (found.st_dev, found.st_ino) == ident else None
 
 
 def _high_fd(fd: int) -> int:
