@@ -39,7 +39,7 @@ def labelled(engine: Any, job_id: str) -> dict[str, list[str]]:
     """Containers, networks and volumes of a job that still exist."""
     flt = {"label": f"{ownership.LABEL_JOB}={job_id}"}
     return {
-        "containers": [c.name for c in engine.containers.list(all=True, filters=flt)],
+        "containers": [c.name for c in dockerapi.list_containers(engine, filters=flt)],
         "networks": [n.name for n in engine.networks.list(filters=flt)],
         "volumes": [v.name for v in engine.volumes.list(filters=flt)],
     }

@@ -47,7 +47,7 @@ def wait_for_container(client: Any, job_id: str, proc: subprocess.Popen[str]) ->
     while time.monotonic() < deadline:
         running = [
             c
-            for c in client.containers.list(filters=flt)
+            for c in client.containers.list(filters=flt, ignore_removed=True)
             if c.labels.get(ownership.LABEL_PURPOSE, "").startswith("run")
         ]
         if running:

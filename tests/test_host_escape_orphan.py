@@ -43,7 +43,7 @@ def test_a_killed_runs_step_container_stops_within_its_timeout(
     flt = {"label": f"{ownership.LABEL_JOB}={job_id}", "status": "running"}
     try:
         deadline = time.monotonic() + 600  # a first dependency setup
-        while not engine.containers.list(filters=flt):
+        while not engine.containers.list(filters=flt, ignore_removed=True):
             assert run.poll() is None, "the run ended before its step started"
             assert time.monotonic() < deadline, "the step never started"
             time.sleep(0.2)
@@ -51,14 +51,17 @@ def test_a_killed_runs_step_container_stops_within_its_timeout(
         # SIGKILL: no finally, no atexit, no host-side timeout: only the container can act.
         os.kill(run.pid, signal.SIGKILL)
         run.wait()
-        while engine.containers.list(filters=flt) and time.monotonic() - started < 120:
+        while (
+            engine.containers.list(filters=flt, ignore_removed=True)
+            and time.monotonic() - started < 120
+        ):
             time.sleep(0.5)
         stopped_after = time.monotonic() - started
-        assert not engine.containers.list(filters=flt)
+        assert not engine.containers.list(filters=flt, ignore_removed=True)
         assert stopped_after <= STEP_TIMEOUT + GRACE, stopped_after
     finally:
         for container in engine.containers.list(
-            all=True, filters={"label": f"{ownership.LABEL_JOB}={job_id}"}
+            all=True, filters={"label": f"{ownership.LABEL_JOB}={job_id}"}, ignore_removed=True
         ):
             with contextlib.suppress(docker.errors.APIError):  # gone meanwhile (gc, a race)
                 container.remove(force=True)
@@ -84,7 +87,7 @@ def test_a_killed_runs_setup_container_goes_with_it(
     flt = {"label": f"{ownership.LABEL_JOB}={job_id}", "status": "running"}
     try:
         deadline = time.monotonic() + 300
-        while not engine.containers.list(filters=flt):
+        while not engine.containers.list(filters=flt, ignore_removed=True):
             assert run.poll() is None, "the run ended before its setup started"
             assert time.monotonic() < deadline, "the setup never started"
             time.sleep(0.2)
@@ -92,14 +95,19 @@ def test_a_killed_runs_setup_container_goes_with_it(
         os.kill(run.pid, signal.SIGKILL)
         run.wait()
         killed = time.monotonic()
-        while engine.containers.list(filters=flt) and time.monotonic() - killed < 60:
+        while (
+            engine.containers.list(filters=flt, ignore_removed=True)
+            and time.monotonic() - killed < 60
+        ):
             time.sleep(0.5)
-        assert not engine.containers.list(filters=flt), "the setup container outlived its run"
+        assert not engine.containers.list(filters=flt, ignore_removed=True), (
+            "the setup container outlived its run"
+        )
         assert time.monotonic() - killed < 30
     finally:
         run.kill()
         for container in engine.containers.list(
-            all=True, filters={"label": f"{ownership.LABEL_JOB}={job_id}"}
+            all=True, filters={"label": f"{ownership.LABEL_JOB}={job_id}"}, ignore_removed=True
         ):
             with contextlib.suppress(docker.errors.APIError):  # gone meanwhile (gc, a race)
                 container.remove(force=True)

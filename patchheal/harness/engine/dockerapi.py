@@ -10,6 +10,7 @@ from patchheal.retry import retrying
 
 if TYPE_CHECKING:
     from docker import DockerClient
+    from docker.models.containers import Container
 
 
 _T = TypeVar("_T")
@@ -78,3 +79,10 @@ def call(fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
         with attempt:
             return fn(*args, **kwargs)
     raise AssertionError("unreachable: tenacity reraises")  # pragma: no cover
+
+
+def list_containers(client: DockerClient, **filters: Any) -> list[Container]:
+    """Every container (running or not) matching `filters`. The SDK lists ids, then inspects
+    each: a container that goes away between the two (an auto-removed sandbox ending, another
+    process's cleanup) is left out instead of failing the whole listing with NotFound."""
+    return call(client.containers.list, all=True, ignore_removed=True, **filters)

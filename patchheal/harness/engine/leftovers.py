@@ -102,7 +102,7 @@ def dead_containers(
     """Labelled containers of `store` (or of no store, unless `strict`) whose owner is gone."""
     found: list[tuple[object, str]] = []
     flt = {"label": ownership.LABEL}
-    for container in dockerapi.call(client.containers.list, all=True, filters=flt):
+    for container in dockerapi.list_containers(client, filters=flt):
         labels = container.labels or {}
         if ours(labels, store, strict=strict) and not ownership.owner_alive(labels):
             job = labels.get(ownership.LABEL_JOB, "?")

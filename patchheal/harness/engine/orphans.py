@@ -69,7 +69,8 @@ def dependency_images(client: DockerClient) -> list[Orphan]:
     """Every cached dependency image not used by a container (caches, rebuilt on demand)."""
     from patchheal.harness.engine.ownership import DEPS_REPOSITORY
 
-    used = {c.image.id for c in dockerapi.call(client.containers.list, all=True) if c.image}
+    # The image id as inspected: `c.image` would look the image up and fail on a removed one.
+    used = {c.attrs.get("Image") for c in dockerapi.list_containers(client)}
     return [
         Orphan("image", tag, "cached dependency image")
         for image in dockerapi.call(client.images.list, name=f"{DEPS_REPOSITORY}/*")
@@ -129,7 +130,7 @@ def live_worktrees(client: DockerClient | None) -> set[str]:
     flt = {"label": ownership.LABEL_WORKTREE}
     return {
         c.labels[ownership.LABEL_WORKTREE]
-        for c in dockerapi.call(client.containers.list, all=True, filters=flt)
+        for c in dockerapi.list_containers(client, filters=flt)
         if ownership.owner_alive(c.labels)
     }
 
