@@ -320,3 +320,43 @@ def test_a_lone_job_takes_the_lease_and_never_waits(shared: Any) -> None:
         "lease.acquired"
     ]
     assert time.monotonic() - started < 120
+
+
+# -- the waiter's take racing the holder's last write ----------------------------------
+
+
+def test_a_fix_recorded_just_before_the_lease_came_free_is_reused_not_proposed_again(
+    tmp_path: Path, holders: Any
+) -> None:
+    """The holder records its verified fix and its run ends between the waiter's look for
+    a fix and its next take: the waiter gets the lease, and must still see the fix (a
+    loaded machine made this window real: two proposer calls for one fingerprint in a
+    full test run). A real holder process on one SQLite file; its fix and its end happen
+    from the waiter's own poll, exactly in that window."""
+    from patchheal.loop.lease import ProposalLease
+    from patchheal.telemetry.events import EventLog
+
+    db = tmp_path / "store.sqlite3"
+    holder = holders(db, "holder")
+    fixed = False
+
+    def holder_finishes_in_the_window() -> bool:
+        nonlocal fixed
+        fixed = True  # its verified fix is recorded ...
+        kill(holder)  # ... and its run ends: the lease of a gone pid is free at once
+        return False  # no operator command
+
+    with AttemptStore(db) as store:
+        events = EventLog(tmp_path / "waiter.jsonl", job_id="waiter")
+        waiter = ProposalLease(store, events, "waiter", "run w", 60, 30, say=print)
+        go = waiter.ready(
+            FP,
+            step_index=1,
+            limit=60,
+            fresh_fix=lambda: fixed,
+            interrupted=holder_finishes_in_the_window,
+        )
+        waiter.release()
+    assert go is False  # the fix is reused: no proposer call
+    waited = [e for e in EventLog.read(tmp_path / "waiter.jsonl") if e.type == "lease.waited"]
+    assert [e.data["ended"] for e in waited] == ["fix verified"]
