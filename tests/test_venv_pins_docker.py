@@ -19,6 +19,7 @@ from harness_support import engine, outcomes_by_id, python_def, python_image, py
 from patchheal.harness.config import HarnessDef
 from patchheal.harness.docker.harness import DockerHarness
 from patchheal.harness.engine import containers
+from tests.test_lockedpytest import UV_LOCK
 
 __all__ = ["engine", "python_def", "python_image"]
 
@@ -90,6 +91,34 @@ def test_a_project_without_a_pytest_requirement_still_runs_pytest(
         version = result.output.split("pytest ")[-1].split()[0]
         assert version in provided[0]
         assert tuple(map(int, version.split(".")[:2])) >= (8, 0), result.output
+        outcomes = outcomes_by_id(h, repo, "python -m pytest -q", exit_code=0)
+        assert outcomes == {"tests/test_tiny.py::test_double": "passed"}
+        containers.remove_image(h.client, h.run_image(repo))
+    finally:
+        h.close()
+
+
+def test_a_setup_without_pytest_gets_the_pytest_the_projects_uv_lock_pins(
+    python_image: str, python_def: HarnessDef, make_repo: Any
+) -> None:
+    """click's case: CI runs `uv run --group tests pytest`, the pytest of uv.lock (9.0.2);
+    the newest pytest (9.2) stopped its tests at collection (a deprecation its
+    `filterwarnings = error` turns into an error), so a correct fix was judged wrong.
+    A job whose setup installs no pytest gets the one the lock pins for the image's
+    Python (8.3.5 here, the 3.10+ entry), and the setup log says why that one."""
+    repo = python_project(make_repo, {"uv.lock": UV_LOCK + f"# {uuid.uuid4().hex}\n"})
+    said: list[str] = []
+    h = DockerHarness(python_def, job_id=f"uvlock-{os.getpid()}", say=said.append)
+    try:
+        h.prepare(repo)
+        provided = [s for s in said if "patchheal provided pytest" in s]
+        assert provided == [
+            "patchheal provided pytest 8.3.5 (the version uv.lock pins): "
+            "the job's setup installs none"
+        ], said
+        result = _run(h, repo, "python -m pytest --version")
+        assert result.exit_code == 0, result.output
+        assert "pytest 8.3.5" in result.output, result.output
         outcomes = outcomes_by_id(h, repo, "python -m pytest -q", exit_code=0)
         assert outcomes == {"tests/test_tiny.py::test_double": "passed"}
         containers.remove_image(h.client, h.run_image(repo))

@@ -27,12 +27,13 @@ from patchheal.harness.engine import bytecode, containers, dockerapi, hostdirs, 
 from patchheal.harness.engine.ownership import DEPS_REPOSITORY
 from patchheal.harness.images import build as images
 from patchheal.harness.images.build import Say
-from patchheal.harness.setup import generated, wheelhouse
+from patchheal.harness.setup import generated, lockedpytest, wheelhouse
 from patchheal.harness.setup.installer import (
     _HAS_PYTEST,
     _MODERN_PIP,
     _VENV,
     EDITABLE_METADATA,
+    ProvidedPytest,
     _setup_in,
 )
 
@@ -78,7 +79,9 @@ def fingerprint(
     version a CI checkout gives git-versioned builds, included: scmversion.py)."""
     digest = hashlib.sha256()
     # patchheal's own part of the setup too: an image made by an older recipe is not reused.
-    parts = (_VENV, _MODERN_PIP, _HAS_PYTEST, EDITABLE_METADATA, bytecode.compile_script(""))
+    # The provided pytest follows the project's lock (lockedpytest.py) since LOCK_FILES.
+    locks = " ".join(lockedpytest.LOCK_FILES)
+    parts = (_VENV, _MODERN_PIP, _HAS_PYTEST, EDITABLE_METADATA, bytecode.compile_script(""), locks)
     own = hashlib.sha256("\0".join(parts).encode())
     recipe: list[object] = [defn.deps.kind, list(defn.setup), list(setup), image_id, user]
     recipe.append(own.hexdigest())
@@ -160,10 +163,14 @@ def _install(
         mounts.append(Mount(WHEELHOUSE, str(house), type="bind", read_only=True))
         extra = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": WHEELHOUSE}
 
-    def provide_pytest() -> None:
-        # Online setup finds a pytest in the index; offline, the host downloads one now.
+    def provide_pytest() -> ProvidedPytest:
+        # The one the project's lock pins, else the newest; online setup finds it in the
+        # index, offline the host downloads it now.
+        locked = lockedpytest.locked_pytest(worktree, wheelhouse.container_python(client, image))
+        provided = ProvidedPytest.of(locked)
         if offline and defn.deps.kind == "pip":
-            wheelhouse.fill_pytest(client, image, worktree, say)
+            wheelhouse.fill_pytest(client, image, worktree, say, provided.requirement)
+        return provided
 
     if defn.deps.kind == "npm":
         cache = wheelhouse.fill_npm(worktree, say, offline=offline)

@@ -12,6 +12,7 @@ hashes these scripts: a new recipe makes a new dependency image.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from patchheal.errors import DependencySetupError, HarnessError
@@ -19,6 +20,7 @@ from patchheal.harness.config import HarnessDef
 from patchheal.harness.engine import bytecode, containers, sandbox
 from patchheal.harness.images.build import Say
 from patchheal.harness.setup import wheelhouse
+from patchheal.harness.setup.lockedpytest import LockedPytest
 
 if TYPE_CHECKING:
     from docker.models.containers import Container
@@ -27,18 +29,32 @@ if TYPE_CHECKING:
 # The venv does not see the image's packages: a requirement of the project is never
 # satisfied by what the image happens to carry (Debian's pytest 7.2.1 stood in for the
 # pytest a project pinned, so the step ran another pytest than its CI). When the job's
-# setup installs no pytest at all, the newest pytest for the image's Python is installed
-# from the wheelhouse (the host downloads it then, `wheelhouse.fill_pytest`), and the
-# setup log says that patchheal provided it: steps run `python -m pytest` either way.
+# setup installs no pytest at all, the pytest the project's lock file pins for the image's
+# Python (lockedpytest.py), else the newest, is installed from the wheelhouse (the host
+# downloads it then, `wheelhouse.fill_pytest`), and the setup log says that patchheal
+# provided it and why that one: steps run `python -m pytest` either way.
 _VENV = "python3 -m venv {venv}"
 _HAS_PYTEST = (
     "import importlib.metadata as m, sys\n"
     "try:\n    m.version('pytest')\nexcept m.PackageNotFoundError:\n    sys.exit(1)\n"
 )
-PROVIDED_PYTEST = (
-    "patchheal provided pytest {version} (the newest for this Python in the wheelhouse): "
-    "the job's setup installs none"
-)
+PROVIDED_PYTEST = "patchheal provided pytest {version} ({why}): the job's setup installs none"
+
+
+@dataclass(frozen=True)
+class ProvidedPytest:
+    """What to install when the job's setup installed no pytest, and why that one."""
+
+    requirement: str = wheelhouse.FALLBACK_PYTEST
+    why: str = "the newest for this Python in the wheelhouse"
+
+    @classmethod
+    def of(cls, locked: LockedPytest | None) -> ProvidedPytest:
+        if locked is None:
+            return cls()
+        return cls(locked.requirement, f"the version {locked.lock_file} pins")
+
+
 _PYTEST_VERSION = "import importlib.metadata as m; print(m.version('pytest'))"
 # A legacy editable install (`setup.py develop`: a setup.py project without PEP 660,
 # pip's fallback) writes the project's metadata, `NAME.egg-info`, into the source tree,
@@ -78,7 +94,7 @@ def _setup_in(
     env: dict[str, str],
     user: str,
     say: Say,
-    provide_pytest: Callable[[], None] = lambda: None,
+    provide_pytest: Callable[[], ProvidedPytest] = ProvidedPytest,
 ) -> None:
     """Install the dependencies in the running setup container."""
 
@@ -126,7 +142,7 @@ def _setup_in(
 
 
 def _pytest_fallback(
-    run: Callable[[list[str], str], str], provide_pytest: Callable[[], None], say: Say
+    run: Callable[[list[str], str], str], provide_pytest: Callable[[], ProvidedPytest], say: Say
 ) -> None:
     """A pytest in the venv when the job's setup installed none, said in the setup log."""
     python = f"{sandbox.VENV}/bin/python"
@@ -135,10 +151,15 @@ def _pytest_fallback(
         return  # the project's own: the one its install resolved to
     except HarnessError:
         pass
-    provide_pytest()
-    run([python, "-m", "pip", "install", "--quiet", "pytest"], "a pytest provided by patchheal")
+    provided = provide_pytest()
+    argv = [python, "-m", "pip", "install", "--quiet", provided.requirement]
+    run(argv, "a pytest provided by patchheal")
     version = run([python, "-c", _PYTEST_VERSION], "the provided pytest's version").strip()
-    say(PROVIDED_PYTEST.format(version=version.splitlines()[-1] if version else "?"))
+    say(
+        PROVIDED_PYTEST.format(
+            version=version.splitlines()[-1] if version else "?", why=provided.why
+        )
+    )
 
 
 def _npm_install(run: object, workdir: str) -> None:

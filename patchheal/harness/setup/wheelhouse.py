@@ -114,19 +114,23 @@ def fill(
     return house
 
 
-def fill_pytest(client: DockerClient, image: str, worktree: Path, say: Say) -> Path:
-    """The newest pytest for the image's Python, and what it needs, into the wheelhouse: for
-    a job whose setup installs none (the venv does not see the image's own)."""
+def fill_pytest(
+    client: DockerClient, image: str, worktree: Path, say: Say, requirement: str = FALLBACK_PYTEST
+) -> Path:
+    """`requirement` (the newest pytest, or the one the project locks) for the image's Python,
+    and what it needs, into the wheelhouse: for a job whose setup installs none (the venv
+    does not see the image's own)."""
     version = container_python(client, image)
     house = _house(version)
     try:
-        _download(house, version, [[FALLBACK_PYTEST]], worktree, say)
+        _download(house, version, [[requirement]], worktree, say)
     except DependencySetupError:
         # No index from the host (offline machine): a pytest an earlier download left
         # serves, as the image's own did before; without one, the setup fails saying why.
-        if not any(house.glob("pytest-*.whl")):
+        pinned = requirement.partition("==")[2]
+        if not any(house.glob(f"pytest-{pinned or ''}*.whl")):
             raise
-        say("no index reachable from the host: the wheelhouse's newest pytest is used")
+        say(f"no index reachable from the host: the wheelhouse's {requirement} is used")
     return house
 
 
