@@ -170,3 +170,9 @@ def test_with_no_index_the_wheelhouses_pytest_serves_and_none_is_an_error(
     (house / "pytest-8.0.2-py3-none-any.whl").write_bytes(b"left by an earlier download")
     assert wheelhouse.fill_pytest(engine, python_image, tmp_path, said.append) == house
     assert "the wheelhouse's newest pytest is used" in said[-1]
+    # A pytest the project's lock pins: only that version serves, never another one.
+    with pytest.raises(DependencySetupError):
+        wheelhouse.fill_pytest(engine, python_image, tmp_path, said.append, "pytest==8.3.5")
+    pinned = wheelhouse.fill_pytest(engine, python_image, tmp_path, said.append, "pytest==8.0.2")
+    assert pinned == house
+    assert "the wheelhouse's pytest 8.0.2 is used" in said[-1]

@@ -128,9 +128,10 @@ def fill_pytest(
         # No index from the host (offline machine): a pytest an earlier download left
         # serves, as the image's own did before; without one, the setup fails saying why.
         pinned = requirement.partition("==")[2]
-        if not any(house.glob(f"pytest-{pinned or ''}*.whl")):
+        if not any(house.glob(f"pytest-{pinned}-*.whl" if pinned else "pytest-*.whl")):
             raise
-        say(f"no index reachable from the host: the wheelhouse's {requirement} is used")
+        what = f"pytest {pinned}" if pinned else "newest pytest"
+        say(f"no index reachable from the host: the wheelhouse's {what} is used")
     return house
 
 
