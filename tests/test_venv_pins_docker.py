@@ -126,6 +126,33 @@ def test_a_setup_without_pytest_gets_the_pytest_the_projects_uv_lock_pins(
         h.close()
 
 
+def test_a_setup_that_installs_a_dependency_group_runs_its_pins(
+    python_image: str, python_def: HarnessDef, make_repo: Any
+) -> None:
+    """tox-dev/filelock's CI: `pip install -e . --group test` (PEP 735, pip 25.1+). The
+    host's `pip download` runs away from the tree, so the group is expanded there; the
+    venv's pip (Debian's 23.0.1 cannot) is upgraded to one that knows `--group`."""
+    pyproject = (
+        f'[project]\nname = "tiny"\nversion = "0.1"\n# {uuid.uuid4().hex}\n'
+        '[dependency-groups]\ntest = [{ include-group = "runner" }]\n'
+        'runner = ["pytest==8.0.2"]\n'
+    )
+    repo = python_project(make_repo, {"pyproject.toml": pyproject})
+    said: list[str] = []
+    setup = ["pip install -e . --group test"]
+    h = DockerHarness(python_def, job_id=f"groups-{os.getpid()}", setup=setup, say=said.append)
+    try:
+        h.prepare(repo)
+        assert any("pip download on the host" in s and "pytest==8.0.2" in s for s in said), said
+        assert not any("patchheal provided pytest" in s for s in said), said
+        result = _run(h, repo, "python -m pytest --version")
+        assert result.exit_code == 0, result.output
+        assert "pytest 8.0.2" in result.output, result.output
+        containers.remove_image(h.client, h.run_image(repo))
+    finally:
+        h.close()
+
+
 def test_an_unpinned_pytest_requirement_is_not_the_images(
     python_image: str, python_def: HarnessDef, make_repo: Any
 ) -> None:

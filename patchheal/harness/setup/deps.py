@@ -29,6 +29,7 @@ from patchheal.harness.images import build as images
 from patchheal.harness.images.build import Say
 from patchheal.harness.setup import generated, lockedpytest, wheelhouse
 from patchheal.harness.setup.installer import (
+    _GROUPS_PIP,
     _HAS_PYTEST,
     _MODERN_PIP,
     _VENV,
@@ -81,7 +82,8 @@ def fingerprint(
     # patchheal's own part of the setup too: an image made by an older recipe is not reused.
     # The provided pytest follows the project's lock (lockedpytest.py) since LOCK_FILES.
     locks = " ".join(lockedpytest.LOCK_FILES)
-    parts = (_VENV, _MODERN_PIP, _HAS_PYTEST, EDITABLE_METADATA, bytecode.compile_script(""), locks)
+    compiled = bytecode.compile_script("")
+    parts = (_VENV, _MODERN_PIP, _GROUPS_PIP, _HAS_PYTEST, EDITABLE_METADATA, compiled, locks)
     own = hashlib.sha256("\0".join(parts).encode())
     recipe: list[object] = [defn.deps.kind, list(defn.setup), list(setup), image_id, user]
     recipe.append(own.hexdigest())

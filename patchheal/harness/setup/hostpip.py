@@ -24,8 +24,11 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from patchheal.harness.setup.depgroups import group_requirements
+
 _INDEX = {"-i", "--index-url", "--extra-index-url", "-f", "--find-links"}
 _CONSTRAINT = {"-c", "--constraint"}
+_GROUP = "--group"  # expanded here (depgroups.py): the host's pip runs away from the tree
 _DROPPED_WITH_VALUE = {"-e", "--editable", "-r", "--requirement", "--src", "--root", "--prefix",
                        "-d", "--dest"}  # fmt: skip
 # `-d` (--dest) is patchheal's own; a second one from a worktree is dropped with the rest.
@@ -109,7 +112,7 @@ class HostPipArgs:
             flag, equals, inline = arg.partition("=")
             if not arg.startswith("-") or not flag.startswith("--"):
                 flag, equals, inline = arg, "", ""
-            takes = flag in _INDEX | _CONSTRAINT | _DROPPED_WITH_VALUE | _WITH_VALUE
+            takes = flag in _INDEX | _CONSTRAINT | _DROPPED_WITH_VALUE | _WITH_VALUE | {_GROUP}
             value = inline if equals else (items.pop(0) if takes and items else "")
             if not arg.startswith("-"):
                 self._keep_if(named_requirement(arg), [arg], out)
@@ -119,6 +122,12 @@ class HostPipArgs:
                 self._keep_if(_remote(value), [flag, value], out)
             elif flag in _CONSTRAINT:
                 out += [flag, str(self._constraints(value))]
+            elif flag == _GROUP:
+                group = group_requirements(self.worktree, value)
+                if group is None:
+                    self.dropped.append(f"{flag} {value}")
+                for requirement in group or []:
+                    self._keep_if(named_requirement(requirement), [requirement], out)
             elif takes:
                 out += [flag, value]
             else:

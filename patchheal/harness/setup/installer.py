@@ -86,6 +86,11 @@ _MODERN_PIP = (
     f"{{venv}}/bin/python -m pip install --quiet --upgrade '{wheelhouse.MODERN_PIP}'"
 )
 
+_GROUPS_PIP = (
+    "{venv}/bin/python -m pip install --help | grep -q -- --group || "
+    f"{{venv}}/bin/python -m pip install --quiet --upgrade '{wheelhouse.GROUPS_PIP}'"
+)
+
 
 def _setup_in(
     container: Container,
@@ -120,6 +125,8 @@ def _setup_in(
     if defn.deps.kind == "pip":
         run(["/bin/sh", "-c", _VENV.format(venv=sandbox.VENV)], "venv")
         run(["/bin/sh", "-c", _MODERN_PIP.format(venv=sandbox.VENV)], "a pip as new as CI's")
+        if wheelhouse.uses_groups(commands):
+            run(["/bin/sh", "-c", _GROUPS_PIP.format(venv=sandbox.VENV)], "a pip with --group")
     if defn.deps.kind == "npm":
         _npm_install(run, defn.sandbox.workdir)
     for command in commands:

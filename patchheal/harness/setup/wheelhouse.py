@@ -47,6 +47,9 @@ if TYPE_CHECKING:
     from docker import DockerClient
 
 MODERN_PIP = "pip>=22.2"
+# `pip install --group NAME` (PEP 735 dependency groups) is new in pip 25.1; CI's
+# setup-python pip has it, Debian's (bookworm: 23.0.1) has not.
+GROUPS_PIP = "pip>=25.1"
 # What a step's `python -m pytest` gets when the job's setup installs no pytest: pip
 # resolves the newest release whose `Requires-Python` allows the image's Python.
 FALLBACK_PYTEST = "pytest"
@@ -81,6 +84,15 @@ def container_python(client: DockerClient, image: str) -> str:
     return version
 
 
+def uses_groups(commands: Sequence[str]) -> bool:
+    """Whether a pip install of `commands` names a dependency group (`--group`)."""
+    return any(
+        arg == "--group" or arg.startswith("--group=")
+        for args in pip_install_args(commands)
+        for arg in args
+    )
+
+
 def fill(
     client: DockerClient,
     defn: HarnessDef,
@@ -96,7 +108,9 @@ def fill(
     house = _house(version)
     installs = [expand_requirement_files(a, worktree) for a in pip_install_args(commands)]
     builds = [build_requirements(a, worktree, version) for a in installs]
-    if tuple(map(int, version.split("."))) < (3, 11):
+    if uses_groups(commands):
+        builds.append([GROUPS_PIP])
+    elif tuple(map(int, version.split("."))) < (3, 11):
         # Debian's pip before bookworm (bullseye: 20.3.4) has no `--dry-run --report` (the
         # metadata sandbox) nor PEP 660 editables, which CI's setup-python pip has.
         builds.append([MODERN_PIP])
