@@ -19,8 +19,9 @@ form (bench_hostile.py), false alarms on real upstream fixes (bench_realfix.py, 
 bench_reproduce.py's corpus on each case's own Python and runner) and on real
 projects' clean suites (bench_clean_suites.py), the collector
 compatibility matrix (tests/test_collector_matrix.py, every pytest × Python
-this machine has), the twins' cost (--twin-cost) and the tripwire's battery and
-slowdown (bench_tripwire.py). The real-project parts need the mirrors (see
+this machine has), what issue 33's lines cost a verified candidate against the
+commit before them (bench_lines_cost.py), the twins' cost (--twin-cost) and the
+tripwire's battery and slowdown (bench_tripwire.py). The real-project parts need the mirrors (see
 bench_context.py) and Docker; it takes hours on a 2-core machine.
 
 The impossible twins (loop/twins.py) are switched off in this process only, for a
@@ -177,7 +178,11 @@ _FULL: tuple[tuple[str, list[str]], ...] = (
         "collector matrix (runner version x identical outcomes)",
         ["-m", "pytest", "-q", "-rA", "tests/test_collector_matrix.py"],
     ),
-    ("cost of the twins", ["benchmarks/bench_verdict.py", "--twin-cost", "5"]),
+    (
+        "cost of issue 33's lines: a verified candidate with them over the commit before",
+        ["benchmarks/bench_lines_cost.py", "--runs", "5"],
+    ),
+    ("cost of the twins (issue 24's line)", ["benchmarks/bench_verdict.py", "--twin-cost", "5"]),
     ("tripwire battery and slowdown", ["benchmarks/bench_tripwire.py", "--runs", "5"]),
 )
 
