@@ -369,9 +369,10 @@ def test_an_assert_after_a_return_nested_in_a_try_is_never_chosen() -> None:
     assert [type(s).__name__ for s in executed(function.body)] == ["Assign"]
 
 
-# The twin runs each changed `self.assert*` call first as it is, then as made impossible
+# The twin runs each changed `self.assert*` call first as made impossible, then as it is
 # (collectors/patchheal_twin_kept.py, applied by the collector to the twin's tree). The
-# class records each helper call it is given; `f` each argument it evaluates.
+# class records each helper call it is given; `f` each argument it evaluates; `EqualOnce`
+# is equal to anything on its first comparison only (a hostile candidate's value).
 KEPT_FILE = textwrap.dedent("""
     import unittest
 
@@ -382,6 +383,14 @@ KEPT_FILE = textwrap.dedent("""
     def f(name, value):
         CALLS.append(name)
         return value
+
+
+    class EqualOnce:
+        compared = 0
+
+        def __eq__(self, other):
+            self.compared += 1
+            return self.compared == 1
 
 
     class Recorded(unittest.TestCase):
@@ -422,6 +431,10 @@ KEPT_FILE = textwrap.dedent("""
 
         def test_buggy(self):
             self.assertEqual(f("first", 4), 5)
+
+        def test_once(self):
+            self.assertEqual(EqualOnce(), 5)
+            raise RuntimeError("never reached in the twin")
 
         def test_unpacked(self):
             self.assertTrue(*f("args", ([1],)))
@@ -482,23 +495,24 @@ def _method_body(tree: Any, name: str) -> list[Any]:
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_a_unittest_call_runs_as_it_is_then_impossible_each_argument_evaluated_once(
+def test_a_unittest_call_runs_impossible_then_as_it_is_each_argument_evaluated_once(
     seed: int,
 ) -> None:
-    """Each argument (keywords and `msg` included) evaluated once, in order; the helper as it
-    is with those very values, then the impossible one with them but for what it changed,
-    on the same line; the test fails there, as a real fix's twin must."""
+    """Each argument (keywords and `msg` included) evaluated once, in order; the impossible
+    helper first with those very values but for what it changed, then the one as it is
+    with them, on the same line; the test fails there, as a real fix's twin must."""
     twin = _twin(KEPT_FILE, *(Target(n, ("CalcTest",), n) for n in KEPT_ARGS), seed=seed)
     lines = {m.test_id: m.line for m in twin.mutations}
     assert {m.as_is for m in twin.mutations} == {"unittest"}
     tree = _doubled(twin, set(lines.values()))
     for name, (calls, args, kwargs) in KEPT_ARGS.items():
         body = _method_body(tree, name)
-        assert len(body) == len(args) + len(kwargs) + 2, name  # each argument, then two calls
+        # each argument, the impossible call (held), the call as it is, the held failure
+        assert len(body) == len(args) + len(kwargs) + 3, name
         assert {s.lineno for s in body} == {lines[name]}
         namespace, result = _run_kept(tree, name)
         assert namespace["CALLS"] == calls, name
-        (as_is, given, named), (impossible, made, made_named) = namespace["HELPERS"]
+        (impossible, made, made_named), (as_is, given, named) = namespace["HELPERS"]
         assert (given, named) == (args, kwargs), name
         assert list(made_named) == list(named), name
         was = [*given, *named.values()]
@@ -510,30 +524,43 @@ def test_a_unittest_call_runs_as_it_is_then_impossible_each_argument_evaluated_o
         assert f"line {lines[name]}," in failed[0][1], failed[0][1]
 
 
-def test_assert_true_runs_as_it_is_then_as_assert_false() -> None:
+def test_assert_true_runs_as_assert_false_then_as_it_is() -> None:
     twin = _twin(KEPT_FILE, Target("t", ("CalcTest",), "test_true"))
     tree = _doubled(twin, {twin.mutations[0].line})
     namespace, result = _run_kept(tree, "test_true")
-    assert [h[0] for h in namespace["HELPERS"]] == ["assertTrue", "assertFalse"]
+    assert [h[0] for h in namespace["HELPERS"]] == ["assertFalse", "assertTrue"]
     assert namespace["HELPERS"][0][1][0] is namespace["HELPERS"][1][1][0]  # the same list
     assert namespace["CALLS"] == ["value", "msg"]
     assert len(result.failures) == 1
 
 
-def test_a_call_that_fails_as_it_is_never_reaches_the_impossible_one() -> None:
-    """The bug still there: the helper as it is fails, so the monitor never sees its line
-    pass (the twin then counts as a failing run, verdict/twin.py)."""
+def test_a_call_that_fails_as_it_is_fails_there_after_the_impossible_one() -> None:
+    """The bug still there: the impossible helper fails (held), then the helper as it is
+    fails, so the monitor never sees its line pass (the twin then counts as a failing run,
+    verdict/twin.py); the failure reported is the one as it is."""
     twin = _twin(KEPT_FILE, Target("t", ("CalcTest",), "test_buggy"))
     tree = _doubled(twin, {twin.mutations[0].line})
     namespace, result = _run_kept(tree, "test_buggy")
-    assert [(h[0], h[1][0]) for h in namespace["HELPERS"]] == [("assertEqual", 4)]
+    assert [(h[0], h[1][0]) for h in namespace["HELPERS"]] == [("assertEqual", 4)] * 2
     assert namespace["CALLS"] == ["first"]
     assert len(result.failures) == 1
+    assert "4 != 5" in result.failures[0][1]
+
+
+def test_an_impossible_call_that_holds_ends_the_test_passed() -> None:
+    """A value that holds against the impossible helper (here, equal on its first
+    comparison only): the test returns there and passes (the twin passed: refused), the
+    helper as it is never runs, nothing after it can make the test fail."""
+    twin = _twin(KEPT_FILE, Target("t", ("CalcTest",), "test_once"))
+    tree = _doubled(twin, {twin.mutations[0].line})
+    namespace, result = _run_kept(tree, "test_once")
+    assert [h[0] for h in namespace["HELPERS"]] == ["assertEqual"]
+    assert result.wasSuccessful(), result.failures + result.errors
 
 
 @pytest.mark.parametrize("name", ["test_unpacked", "test_unpacked_keywords", "test_raises"])
 def test_shapes_that_are_not_doubled_keep_the_impossible_change_alone(name: str) -> None:
-    """A call unpacking `*args` or `**kwargs` is changed, not run as it is first (its
+    """A call unpacking `*args` or `**kwargs` is changed, not also run as it is (its
     arguments could not be passed twice as they were); `assertRaises` in either form is no
     candidate (its test gets the impossible assertion added). Told to keep those lines,
     the collector leaves the twin's statements as they are."""

@@ -204,10 +204,11 @@ def test_a_file_that_is_not_the_planned_one_is_left_as_it_is(tmp_path: Path) -> 
 def test_between_two_runs_the_twin_shows_a_test_that_fails_as_it_is(
     tmp_path: Path, runner: str
 ) -> None:
-    """A twin placed between two runs runs the changed assertion first as it is (a plain
-    assert, or `self.assertEqual`): pytest's assertion-pass hook or the unittest helper
-    shows the monitor it passed (a real fix) or not (the bug is still there, or a test that
-    fails every other run failed here), and `still_failing` says which."""
+    """A twin placed between two runs runs the changed assertion as it is, after the
+    impossible one (a plain assert, or `self.assertEqual`): pytest's assertion-pass hook or
+    the unittest helper shows the monitor it passed (a real fix) or not (the bug is still
+    there, or a test that fails every other run failed here), and `still_failing` says
+    which."""
     from patchheal.verdict.twin import still_failing
 
     tree, rel, style = _tree(tmp_path, runner)
@@ -229,22 +230,34 @@ def test_between_two_runs_the_twin_shows_a_test_that_fails_as_it_is(
 
 
 def test_the_assert_run_as_it_is_evaluates_its_shared_operand_once(tmp_path: Path) -> None:
-    """The kept assert and the impossible one share the operand a call computes: it runs
+    """The impossible assert and the kept one share the operand a call computes: it runs
     once, as in any run (a call with side effects is not repeated); the impossible one
-    fails for an honest result, compared or negated."""
+    fails for an honest result, compared or negated, and comes first; a value that holds
+    only on its first comparison or truth test holds against it, and the test passes."""
     collector = _collector()
     text = (
         "calls = []\n\n\n"
-        "def f():\n"
+        "class Once:\n"
+        "    used = 0\n\n"
+        "    def __eq__(self, other):\n"
+        "        self.used += 1\n"
+        "        return self.used == 1\n\n"
+        "    def __bool__(self):\n"
+        "        self.used += 1\n"
+        "        return self.used == 1\n\n\n"
+        "def f(value=5):\n"
         "    calls.append(1)\n"
-        "    return 5\n\n\n"
+        "    return value\n\n\n"
         "def test_compared():\n"
         "    assert f() == 5\n\n\n"
         "def test_negated():\n"
-        "    assert f()\n"
+        "    assert f()\n\n\n"
+        "def test_compared_once():\n"
+        "    assert f(Once()) == 5\n"
+        "    raise RuntimeError('never reached')\n"
     )
-    targets = [Target(name, (), name) for name in ("test_compared", "test_negated")]
-    twin = twin_file(text, targets, Random(11))
+    names = ("test_compared", "test_negated", "test_compared_once")
+    twin = twin_file(text, [Target(name, (), name) for name in names], Random(11))
     assert not isinstance(twin, str)
     lines = [m.line for m in twin.mutations]
     found = collector.Twin([told("t.py", text.encode(), twin, lines)]).tree(
@@ -255,8 +268,12 @@ def test_the_assert_run_as_it_is_evaluates_its_shared_operand_once(tmp_path: Pat
 
     for function in found[1].body:
         if isinstance(function, ast.FunctionDef) and function.name.startswith("test_"):
+            tried = [s for s in function.body if isinstance(s, ast.Try)]
             asserts = [s for s in function.body if isinstance(s, ast.Assert)]
-            assert len(asserts) == (1 if twin.fresh in function.name else 2), function.name
+            shape = (0, 1) if twin.fresh in function.name else (1, 1)
+            assert (len(tried), len(asserts)) == shape, function.name
+            if tried:  # the impossible assert, alone in the try, before the one as it is
+                assert isinstance(tried[0].body[0], ast.Assert), function.name
     module: dict[str, object] = {}
     exec(compile(found[1], "t.py", "exec"), module)
     for name in ("test_compared", "test_negated"):
@@ -264,6 +281,7 @@ def test_the_assert_run_as_it_is_evaluates_its_shared_operand_once(tmp_path: Pat
         with pytest.raises(AssertionError):
             module[name]()  # type: ignore[operator]
         assert len(module["calls"]) == before + 1  # type: ignore[arg-type]
+    module["test_compared_once"]()  # type: ignore[operator]
 
 
 @pytest.mark.slow

@@ -16,8 +16,8 @@ runs, and installs the same wrappers in every run:
   imported): the syntax tree it rewrites is the twin's, and its cached `.pyc`
   is neither read nor written for a planned file.
 
-In the twin's tree each changed assertion it was told to keep runs first as it
-is, then as made impossible (patchheal_twin_kept.py).
+In the twin's tree each changed assertion it was told to keep runs as made
+impossible, then as it is (patchheal_twin_kept.py).
 
 So the file on disk is the same in every run (no byte, size or time differs);
 only the code compiled from it in the twin's memory does. What still tells
@@ -100,7 +100,7 @@ class Twin:
 
     def tree(self, path: str, data: bytes) -> tuple[bytes, ast.Module] | None:
         """The twin's bytes and syntax tree (None: not a planned file, as above). Each
-        assertion on a `keep` line runs first as it was, then as made impossible: evidence
+        assertion on a `keep` line runs as made impossible, then as it was: evidence
         (pytest's assertion-pass hook or a TestCase helper, at that line) that the test as
         it is passed (patchheal_twin_kept.py)."""
         found = self.source(path, data)

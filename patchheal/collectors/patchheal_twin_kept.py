@@ -1,25 +1,34 @@
-"""In the twin, each changed assertion runs first as it is, then as made impossible.
+"""In the twin, each changed assertion runs as made impossible, then as it is.
 
 `patchheal_twin.py` compiles a planned module from its twin's syntax tree; on
 the lines it was told to keep (`keep`: the changed assertions whose passing
-the monitor can see), this puts back the assertion as it is just before the
-impossible one, on the same line, with what they share evaluated once:
+the monitor can see), this runs the impossible assertion first and puts the
+assertion as it is after it, on the same line, with what they share
+evaluated once:
 
 * a plain `assert`: the operand both compare (or the whole test, negated)
-  goes into a name of its own, then `assert` as it is, then as made
-  impossible (`x = add(2, 3)`, `assert x == 5`, `assert x == <fresh object>`);
+  goes into a name of its own (`x = add(2, 3)`), then `assert x == <fresh
+  object>`, then `assert x == 5`;
 * a `self.assert*(...)` call: every argument, keywords and `msg` included,
-  evaluated once, in order, into names of their own; then the helper as it is
-  with them, then the twin's call with them, but for the one argument it
-  changed (a literal or a fresh object, with no side effect) or under its
-  opposite's name (`assertTrue` -> `assertFalse`).
+  evaluated once, in order, into names of their own; then the twin's call
+  with them, but for the one argument it changed (a literal or a fresh
+  object, with no side effect) or under its opposite's name (`assertTrue` ->
+  `assertFalse`), then the helper as it is with them.
 
-pytest's assertion-pass hook, or the unittest collector's helper, reports the
-line to the monitor when the first one passed; a test that fails in the twin
-without it failed as it is (verdict/twin.py). Any other shape of change (a
-call that unpacks `*args` or `**kwargs`, two changes) keeps the impossible
-assertion alone. The names are not identifiers: no source code can name them.
-Pure (syntax trees only); it must never import patchheal (any Python 3.7+).
+The impossible one comes first because it is the first comparison the
+operand sees, as the one comparison of every other run is: a value that
+holds only on its first comparison (or its first truth test) holds against
+the impossible one and is caught, where after the one as it is it would fail
+the impossible one as honest code does. When the impossible assertion holds,
+the test returns there (it passes, and the twin with it: nothing later in
+its body can make it fail). When it fails, its failure is held, the one as it
+is runs, and the held failure is raised. pytest's assertion-pass hook, or the
+unittest collector's helper, reports the line to the monitor when the one as
+it is passed; a test that fails in the twin without it failed as it is
+(verdict/twin.py). Any other shape of change (a call that unpacks `*args` or
+`**kwargs`, two changes) keeps the impossible assertion alone. The names are
+not identifiers: no source code can name them. Pure (syntax trees only); it
+must never import patchheal (any Python 3.7+).
 """
 
 from __future__ import annotations
@@ -28,6 +37,7 @@ import ast
 from typing import Any
 
 KEPT = "@patchheal_kept"
+HELD = "@patchheal_held"
 
 
 def _functions(module: ast.Module) -> list[Any]:
@@ -35,8 +45,8 @@ def _functions(module: ast.Module) -> list[Any]:
 
 
 def keep_originals(twin: ast.Module, pristine: ast.Module, keep: set[int]) -> None:
-    """`twin` with each changed assertion on a `keep` line run first as it is in
-    `pristine` (the file's own tree), then as made impossible."""
+    """`twin` with each changed assertion on a `keep` line run as made impossible,
+    then as it is in `pristine` (the file's own tree)."""
     originals = {
         stmt.lineno: stmt
         for function in _functions(pristine)
@@ -61,7 +71,7 @@ def _load(name: str) -> ast.Name:
 
 
 def _asserts(original: ast.Assert, twin: ast.Assert) -> list[ast.stmt] | None:
-    """The assert as it is, then as made impossible, the operand they share evaluated once
+    """The assert as made impossible, then as it is, the operand they share evaluated once
     (a call with side effects runs once, as in every other run)."""
     test, made = original.test, twin.test
     shared: ast.expr
@@ -88,8 +98,9 @@ def _asserts(original: ast.Assert, twin: ast.Assert) -> list[ast.stmt] | None:
             return None
     else:
         return None
-    kept: list[ast.stmt] = [ast.Assign([ast.Name(KEPT, ast.Store())], shared)]
-    return _placed([*kept, ast.Assert(first, original.msg), ast.Assert(second, twin.msg)], twin)
+    kept: ast.stmt = ast.Assign([ast.Name(KEPT, ast.Store())], shared)
+    ordered = _impossible_first(ast.Assert(second, twin.msg), ast.Assert(first, original.msg))
+    return _placed([kept, *ordered], twin)
 
 
 def _helper(node: ast.expr) -> ast.Call | None:
@@ -107,7 +118,7 @@ def _helper(node: ast.expr) -> ast.Call | None:
 
 
 def _calls(original: ast.Expr, twin: ast.Expr) -> list[ast.stmt] | None:
-    """The helper called as it is, then as made impossible, every argument evaluated once,
+    """The helper called as made impossible, then as it is, every argument evaluated once,
     in order (positional ones, then keywords, as Python evaluates a call without `*`/`**`);
     None unless the twin changed exactly one argument, or the helper's name alone."""
     was, made = _helper(original.value), _helper(twin.value)
@@ -129,10 +140,26 @@ def _calls(original: ast.Expr, twin: ast.Expr) -> list[ast.stmt] | None:
     given: list[ast.expr] = [_load(name) for name in names]
     impossible = [twin_values[i] if changed[i] else given[i] for i in range(len(values))]
     count = len(was.args)
-    for func, args in ((was.func, given), (made.func, impossible)):
+    calls: list[ast.stmt] = []
+    for func, args in ((made.func, impossible), (was.func, given)):
         named = [ast.keyword(k.arg, args[count + i]) for i, k in enumerate(was.keywords)]
-        kept.append(ast.Expr(ast.Call(func, args[:count], named)))
-    return _placed(kept, twin)
+        calls.append(ast.Expr(ast.Call(func, args[:count], named)))
+    return _placed([*kept, *_impossible_first(*calls)], twin)
+
+
+def _impossible_first(impossible: ast.stmt, as_is: ast.stmt) -> list[ast.stmt]:
+    """`impossible`; if it held, the test returns (passes); else its failure is held while
+    `as_is` runs, then raised. What an operand is first compared with is the impossible."""
+    held = ast.ExceptHandler(
+        ast.Name("Exception", ast.Load()),
+        f"{HELD}_caught",  # unbound at the handler's end: kept under a name of its own
+        [ast.Assign([ast.Name(HELD, ast.Store())], _load(f"{HELD}_caught"))],
+    )
+    return [
+        ast.Try([impossible], [held], [ast.Return(None)], []),
+        as_is,
+        ast.Raise(_load(HELD), None),
+    ]
 
 
 def _placed(made: list[ast.stmt], twin: ast.stmt) -> list[ast.stmt]:

@@ -41,7 +41,7 @@ class _Made:
     twins: dict[str, FileTwin] = field(default_factory=dict)
     files: list[dict[str, object]] = field(default_factory=list)
     kept: dict[str, tuple[str, int, str]] = field(default_factory=dict)
-    """Test id -> the file and line of its assertion that runs as it was before it runs made
+    """Test id -> the file and line of its assertion that runs as it was after it runs made
     impossible, and who reports it passed ('pytest', 'unittest')."""
     missing: list[tuple[str, str]] = field(default_factory=list)
 
@@ -164,9 +164,9 @@ class TwinRun:
             made.missing += twin.missing
             if not twin.mutations:
                 continue
-            # Each changed assertion runs first as it is (what it shares evaluated once): a
-            # plain assert, or a TestCase helper's call. Whatever a candidate does in the
-            # twin, it fails the one or passes the other.
+            # Each changed assertion runs as made impossible, then as it is (what they share
+            # evaluated once): a plain assert, or a TestCase helper's call. Whatever a
+            # candidate does in the twin, it passes the one or fails the other.
             kept = {
                 m.test_id: (rel, m.line, m.as_is)
                 for m in twin.mutations

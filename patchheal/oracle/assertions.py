@@ -85,10 +85,10 @@ class Rewrite:
     inserted_line: bool = False
     """A line was added (no blank line to take after a compound statement)."""
     as_is: str = ""
-    """Who reports the changed assertion run first as it is, on its line, in the twin:
-    'pytest' (a plain `assert`, through pytest's assertion-pass hook), 'unittest' (a
-    `self.assert*` call, through the unittest collector's helpers); "" when it is not run
-    as it is (an added assertion, a call with `*args` or `**kwargs`)."""
+    """Who reports the changed assertion run as it is, after the impossible one, on its
+    line, in the twin: 'pytest' (a plain `assert`, through pytest's assertion-pass hook),
+    'unittest' (a `self.assert*` call, through the unittest collector's helpers); "" when
+    it is not run as it is (an added assertion, a call with `*args` or `**kwargs`)."""
 
 
 class Source:

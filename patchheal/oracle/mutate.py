@@ -41,8 +41,8 @@ class Mutation:
     end_line: int = 0
     """The last line the change touched (a multi-line operand), 0 for `line` alone."""
     as_is: str = ""
-    """Who reports the changed assertion run first as it is ('pytest', 'unittest'), "" when
-    it is not (`assertions.Rewrite.as_is`)."""
+    """Who reports the changed assertion run as it is, after the impossible one ('pytest',
+    'unittest'), "" when it is not (`assertions.Rewrite.as_is`)."""
 
 
 @dataclass(frozen=True)

@@ -48,8 +48,8 @@ def twin_passed(result: CommandResult, protected: Sequence[str], fresh: Sequence
 def still_failing(tests: TestResults | None, kept: Mapping[str, tuple[str, int, str]]) -> str:
     """Why the twin run shows a protected test failing as it is, "" when it does not.
 
-    `kept`: test id -> the file and line of the assertion that ran as it was just before the
-    same one made impossible (collectors/patchheal_twin_kept.py), and who reports it passed:
+    `kept`: test id -> the file and line of the assertion that ran as it was just after the
+    same one made impossible failed (collectors/patchheal_twin_kept.py), and who reports it passed:
     'pytest' (its assertion-pass hook, for a plain assert) or 'unittest' (the collector's
     TestCase helpers, for a `self.assert*` call). The monitor records that line ('file:line',
     seen from the test's own frame) when the assertion as it was passed; a test that failed

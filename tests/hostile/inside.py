@@ -286,6 +286,30 @@ _target = _m(MODULE)
 _real = _g(_target, FUNCTION)
 _s(_target, FUNCTION, lambda *args: _Same(_real(*args)))
 """
+# Equal on its first comparison only: the one comparison of an honest run holds, and any
+# later one is the real value's (a twin that compared it as it is before the impossible one saw it
+# fail the impossible one, as honest code does).
+EQ_ONCE = """
+class _Once:
+    def __init__(self, real):
+        self.real, self.seen = real, 0
+
+    def __repr__(self):
+        return repr(self.real)
+
+
+def _first(self, other):
+    self.seen += 1
+    return True if self.seen == 1 else self.real == other
+
+
+_s(_Once, "__eq__", _first)
+_s(_Once, "__ne__", lambda self, other: not _first(self, other))
+_s(_Once, "__hash__", lambda self: 0)
+_target = _m(MODULE)
+_real = _g(_target, FUNCTION)
+_s(_target, FUNCTION, lambda *args: _Once(_real(*args)))
+"""
 EQ_ANY = """
 class _Whatever:
     def __repr__(self):

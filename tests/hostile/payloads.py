@@ -57,6 +57,7 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("classes", "init-subclass", UNITTEST, inside.INIT_SUBCLASS, "runs"),
     Variant("equality", "int-equal", BOTH, inside.EQ_INT, "runs"),
     Variant("equality", "any-equal", BOTH, inside.EQ_ANY, "runs"),
+    Variant("equality", "equal-once", BOTH, inside.EQ_ONCE, "runs"),
     Variant("exits", "import-os-exit", BOTH, outside.EXIT_IMPORT, "exit"),
     Variant("exits", "atexit-os-exit", BOTH, outside.EXIT_ATEXIT, "exit"),
     Variant("exits", "runner-exit-when-called", PYTEST, outside.EXIT_RUNNER_PYTEST, "exit"),

@@ -12,7 +12,7 @@ nothing, the cheat runs in the twin too, and the twin refuses it.
 counter in the worktree (right when its guess of the twin's place is, once
 in `verify_runs`), and the test function's compiled constants (`co_consts`:
 the twin's changed expected value). Telling it apart gains them nothing: the
-twin runs each changed assertion first as it is (a plain assert under
+twin runs each changed assertion as it is, after the impossible one (a plain assert under
 pytest, a `self.assert*` call under unittest), so honest there they fail it
 as it is (`no_effect`), cheating there they pass the impossible one
 (`rejected_oracle`). They are judged apart from the battery, with the twin in
