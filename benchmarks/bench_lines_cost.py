@@ -4,7 +4,7 @@ Issue 33 added, to a verification that already had its impossible twin (one
 more run of the failing step since issue 24), the monitor's assertion
 evidence from the test's own frame, every runner object snapshotted and each
 outcome streamed, the twin made in memory at a random place and run as it
-is first, the one door into the verdict and no bytecode from the tree. None
+is too, the one door into the verdict and no bytecode from the tree. None
 of them can be switched off: they are the verdict. So the baseline is the
 real thing, patchheal as it was before them (`--base`, by default
 BEFORE_ISSUE_33), checked out from this repository's own history into a
