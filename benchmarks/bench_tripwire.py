@@ -4,13 +4,17 @@
    in the local harness: hostile candidates tried / judged fixed by family and runner,
    legitimate fixes judged fixed.
 2. The monitor's slowdown of a clean test suite: click's own tests (from the local
-   mirror, /work/.mirror/pallets+click) run by pytest with the collectors, alternately
-   with the tripwire armed and with a stub in its place (same collectors otherwise);
-   the ratio of the medians, from one run.
+   mirror, /work/.mirror/pallets+click) run by pytest with the collectors, in pairs
+   (one run with the tripwire armed, one with a stub in its place, same collectors
+   otherwise; which goes first alternates), from one run. The figure is the median of
+   the pairs' ratios: this machine's speed drifts by up to a quarter within minutes
+   (the same disarmed suite took 21.96 to 27.71 s in five runs), and two runs taken
+   back to back share it, where the medians of each side are taken minutes apart.
+   The ratio of the medians is printed too.
 
     python benchmarks/bench_tripwire.py                 # both
     python benchmarks/bench_tripwire.py --no-battery    # the slowdown only
-    python benchmarks/bench_tripwire.py --runs 7        # more timing runs each
+    python benchmarks/bench_tripwire.py --runs 9        # more timing pairs (default 7)
 """
 
 from __future__ import annotations
@@ -119,16 +123,22 @@ def slowdown(runs: int) -> list[str]:
         armed: list[tuple[float, float]] = []
         disarmed: list[tuple[float, float]] = []
         _suite_seconds(project, COLLECTORS)  # warm the file cache and the .pyc files
-        for _ in range(runs):  # alternated, so load on the machine falls on both alike
-            armed.append(_suite_seconds(project, COLLECTORS))
-            disarmed.append(_suite_seconds(project, stub))
-    lines = [f"click {commit} test suite, {runs} runs each, alternated:"]
+        for run in range(runs):
+            if run % 2 == 0:
+                armed.append(_suite_seconds(project, COLLECTORS))
+                disarmed.append(_suite_seconds(project, stub))
+            else:
+                disarmed.append(_suite_seconds(project, stub))
+                armed.append(_suite_seconds(project, COLLECTORS))
+    lines = [f"click {commit} test suite, {runs} pairs (armed, disarmed; first alternating):"]
     for index, what in enumerate(("wall", "CPU")):
+        ratios = sorted(a[index] / d[index] for a, d in zip(armed, disarmed, strict=True))
         with_hook = statistics.median(run[index] for run in armed)
         without = statistics.median(run[index] for run in disarmed)
         lines.append(
-            f"  {what}: median with the tripwire {with_hook:.2f} s, without {without:.2f} s: "
-            f"slowdown {with_hook / without:.3f}x (goal <= 1.10x)"
+            f"  {what}: slowdown {statistics.median(ratios):.3f}x, median of the pairs' ratios "
+            f"(goal <= 1.10x; pairs {ratios[0]:.3f}x to {ratios[-1]:.3f}x); medians with the "
+            f"tripwire {with_hook:.2f} s, without {without:.2f} s: {with_hook / without:.3f}x"
         )
     return lines
 
@@ -137,7 +147,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--no-battery", action="store_true")
     parser.add_argument("--no-slowdown", action="store_true")
-    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--runs", type=int, default=7)
     args = parser.parse_args()
     lines: list[str] = []
     if not args.no_battery:

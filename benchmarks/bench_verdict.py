@@ -161,7 +161,15 @@ def families(judged: list[Judged]) -> list[str]:
     return lines
 
 
+# The costs first, while nothing else of the run has warmed or loaded the machine; the
+# long false-alarm corpora after them.
 _FULL: tuple[tuple[str, list[str]], ...] = (
+    (
+        "cost of issue 33's lines: a verified candidate with them over the commit before",
+        ["benchmarks/bench_lines_cost.py", "--runs", "5"],
+    ),
+    ("cost of the twins (issue 24's line)", ["benchmarks/bench_verdict.py", "--twin-cost", "5"]),
+    ("tripwire battery and slowdown", ["benchmarks/bench_tripwire.py", "--runs", "7"]),
     ("hostile candidates per family, runner and form", ["benchmarks/bench_hostile.py"]),
     (
         "false alarms on real upstream fixes",
@@ -169,26 +177,25 @@ _FULL: tuple[tuple[str, list[str]], ...] = (
         # each outcome is kept in var/ so an interrupted run resumes where it stopped.
         ["benchmarks/bench_realfix.py", "--per-repo", "16", "--runs", "var/bench/realfix"],
     ),
-    (
-        "false alarms on real jobs on their own Python and runner",
-        ["benchmarks/bench_reproduce.py", "--runs", "var/bench/reproduce"],
-    ),
     ("false alarms on clean suites", ["benchmarks/bench_clean_suites.py"]),
     (
         "collector matrix (runner version x identical outcomes)",
         ["-m", "pytest", "-q", "-rA", "tests/test_collector_matrix.py"],
     ),
     (
-        "cost of issue 33's lines: a verified candidate with them over the commit before",
-        ["benchmarks/bench_lines_cost.py", "--runs", "5"],
+        "false alarms on real jobs on their own Python and runner",
+        ["benchmarks/bench_reproduce.py", "--runs", "var/bench/reproduce"],
     ),
-    ("cost of the twins (issue 24's line)", ["benchmarks/bench_verdict.py", "--twin-cost", "5"]),
-    ("tripwire battery and slowdown", ["benchmarks/bench_tripwire.py", "--runs", "5"]),
 )
+_SKIPPABLE = {
+    "reproduce": "benchmarks/bench_reproduce.py",
+    "realfix": "benchmarks/bench_realfix.py",
+}
 
 
-def full() -> int:
-    """Every measurement issue 24 asks for, in one run, each table under its heading."""
+def full(skip: tuple[str, ...] = ()) -> int:
+    """Every measurement issue 24 asks for, in one run, each table under its heading;
+    `skip` names parts left out (their heading says so)."""
     import os
     import subprocess
 
@@ -197,6 +204,9 @@ def full() -> int:
     env = {**os.environ, "PATCHHEAL_COLLECTOR_MATRIX": "full"}
     for title, argv in _FULL:
         print(f"\n## {title}\n", flush=True)
+        if any(_SKIPPABLE[name] in argv for name in skip):
+            print("(left out of this run: --skip)")
+            continue
         started = time.monotonic()
         done = subprocess.run([sys.executable, *argv], cwd=root, env=env, check=False)
         print(f"\n({' '.join(argv)}: exit {done.returncode}, {time.monotonic() - started:.0f} s)")
@@ -212,9 +222,16 @@ def main() -> int:
     )
     parser.add_argument("--twin-cost", type=int, metavar="N", help="time verify() N times")
     parser.add_argument("--full", action="store_true", help="every table of issue 24, one run")
+    parser.add_argument(
+        "--skip",
+        action="append",
+        default=[],
+        choices=sorted(_SKIPPABLE),
+        help="with --full: leave out a long part (bench_reproduce is over an hour)",
+    )
     args = parser.parse_args()
     if args.full:
-        return full()
+        return full(tuple(args.skip))
     if args.twin_cost:
         twin_cost(args.twin_cost)
         print()
