@@ -189,6 +189,12 @@ class TestResults(_Model):
         description="which assertions the monitor could see pass: 'pytest' (rewritten "
         "asserts), 'unittest' (TestCase assertion helpers)",
     )
+    held: dict[str, tuple[str, ...]] = Field(
+        default_factory=dict,
+        exclude=True,
+        description="test id -> 'file:line' of each assertion of the impossible twin the "
+        "monitor saw hold (collectors/patchheal_twin_kept.py)",
+    )
     sources: dict[str, tuple[str, ...]] = Field(
         default_factory=dict,
         exclude=True,

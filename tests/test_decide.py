@@ -231,6 +231,13 @@ REFUSALS: list[tuple[str, Build, Outcome, str]] = [
         f"they check: {CHANGE}",
     ),
     (
+        "twin_ended_early",
+        lambda t: _all(t, twin=_twin(result=_result(1, "", tests=None))),
+        Outcome.NO_EFFECT,
+        "the failing step did not show its tests failing in the impossible twin run: it left "
+        "no record of its tests (exit 1), where the run before it did",
+    ),
+    (
         "twin_still_fails",
         lambda t: _all(
             t,
@@ -392,3 +399,44 @@ def test_a_twin_failing_as_it_is_is_told_by_the_evidence_of_its_own_kind(
         assert f"{ADD} failed before its assert at line 5 was made impossible" in decision.reason
     else:
         assert decision.outcome is Outcome.FIXED, decision.reason
+
+
+SKIPPED_TWIN = _result(1, "", tests=_tests({ADD: "skipped", "tests/test_calc.py::f": "failed"}))
+NOTHING_RECORDED = _result(2, "", tests=_tests({}))
+HUNG = _result(None, "", timed_out="idle")
+STOPPED_AT_FIRST = _result(1, "", tests=_tests({ADD: "failed"}))
+
+
+@pytest.mark.parametrize(
+    ("twin_result", "protected", "why"),
+    [
+        (SKIPPED_TWIN, (ADD,), f"{ADD} ended skipped there, where it must fail"),
+        (NOTHING_RECORDED, (ADD,), f"no outcome was recorded for {ADD} (exit 2)"),
+        (HUNG, (ADD,), "it left no record of its tests (timed out (idle)), where the run"),
+        (STOPPED_AT_FIRST, (ADD, SUB), ""),  # `-x`: the first failed, the rest never ran
+        (TWIN_FAILED, (ADD,), ""),
+    ],
+)
+def test_a_twin_must_show_its_tests_failing(
+    tmp_path: Path, twin_result: CommandResult, protected: tuple[str, ...], why: str
+) -> None:
+    """An exit, interrupt, hang or skip in the twin is no "failed as it must" (a candidate
+    that tells the twin apart would leave it so); a run stopping at its first failure is."""
+    decision = decide(_all(tmp_path, twin=_twin(result=twin_result, protected=protected)))
+    if why:
+        assert decision.outcome is Outcome.NO_EFFECT, decision.reason
+        assert decision.by == "twin_ended_early"
+        assert why in decision.reason
+    else:
+        assert decision.outcome is Outcome.FIXED, decision.reason
+
+
+def test_a_twin_without_a_record_tells_nothing_when_the_step_never_leaves_one(
+    tmp_path: Path,
+) -> None:
+    """A step whose runs leave no collectors' record (a runner patchheal reads from its
+    output alone) gives its twin none either: judged by its output, as before."""
+    plain_pass = _result(0, "2 passed in 0.1s\n")
+    twin = _twin(result=_result(1, f"FAILED {ADD}\n1 failed in 0.1s\n"))
+    decision = decide(_all(tmp_path, first=plain_pass, second=plain_pass, twin=twin))
+    assert decision.by != "twin_ended_early", decision.reason

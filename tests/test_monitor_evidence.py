@@ -11,6 +11,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from patchheal.harness.local.harness import LocalHarness
 from patchheal.harness.results import twinchannel
 from patchheal.models import TestResults
@@ -217,6 +219,43 @@ def test_a_clean_run_has_no_runner_change_and_no_rewrite(tmp_path: Path) -> None
         "test_calc.py::test_add": ("test_calc.py:10",),
         "test_calc.py::T::test_u": ("test_calc.py:15",),
     }
+
+
+@pytest.mark.parametrize("command", [PYTEST, UNITTEST])
+def test_only_the_twins_own_code_says_an_impossible_assertion_held(
+    tmp_path: Path, command: str
+) -> None:
+    """The twin tells the monitor an impossible assertion held by reading the `__code__` of
+    a function named `@patchheal_impossible_held` that its test code defines. Project code
+    that names a function so and reads its `__code__` (from the test's call, within the
+    test) is not the test file's code: nothing is recorded, so no candidate can plant the
+    sign on an honest run, and a run without a twin records none."""
+    forge = (
+        "\n\ndef forge():\n"
+        "    def marker():\n        pass\n"
+        '    marker.__name__ = "@patchheal_impossible_held"\n'
+        "    return marker.__code__\n"
+    )
+    repo = _project(
+        tmp_path,
+        {
+            "calc.py": CALC + forge,
+            "test_calc.py": """
+                import unittest
+                from calc import add, forge
+
+
+                class T(unittest.TestCase):
+                    def test_add(self):
+                        forge()
+                        self.assertEqual(add(1, 1), 2)
+            """,
+        },
+    )
+    tests = _run(repo, command)
+    assert set(tests.outcomes.values()) == {"passed"}, tests.outcomes
+    assert tests.held == {}
+    assert tests.asserted, "the run gave evidence, so the monitor was there"
 
 
 def test_a_test_that_runs_tests_inside_it_keeps_its_own_evidence(tmp_path: Path) -> None:

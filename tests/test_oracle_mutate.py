@@ -551,11 +551,26 @@ def test_an_impossible_call_that_holds_ends_the_test_passed() -> None:
     """A value that holds against the impossible helper (here, equal on its first
     comparison only): the test returns there and passes (the twin passed: refused), the
     helper as it is never runs, nothing after it can make the test fail."""
+    import ast
+
+    from patchheal.collectors.patchheal_twin_kept import IMPOSSIBLE_HELD
+
     twin = _twin(KEPT_FILE, Target("t", ("CalcTest",), "test_once"))
     tree = _doubled(twin, {twin.mutations[0].line})
     namespace, result = _run_kept(tree, "test_once")
     assert [h[0] for h in namespace["HELPERS"]] == ["assertEqual"]
     assert result.wasSuccessful(), result.failures + result.errors
+    # Before it returns, it tells the monitor: it reads the `__code__` of a function it
+    # defines under a name no source can write, on the twin's line (patchheal_watch.py).
+    held = next(n for n in _method_body(tree, "test_once") if isinstance(n, ast.Try)).orelse
+    marker, read, returned = held
+    assert isinstance(marker, ast.FunctionDef)
+    assert marker.name == IMPOSSIBLE_HELD
+    assert isinstance(read, ast.Expr)
+    assert isinstance(read.value, ast.Attribute)
+    assert (read.value.attr, getattr(read.value.value, "id", "")) == ("__code__", IMPOSSIBLE_HELD)
+    assert isinstance(returned, ast.Return)
+    assert {marker.lineno, read.lineno} == {twin.mutations[0].line}
 
 
 @pytest.mark.parametrize("name", ["test_unpacked", "test_unpacked_keywords", "test_raises"])

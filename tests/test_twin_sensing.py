@@ -109,17 +109,33 @@ def test_what_tells_the_twin_apart_gains_nothing_wherever_the_twin_is(judge: Jud
     every runner and with the twin after either verification run: honest in the twin, it
     fails the assertion as it is (`no_effect`); cheating there, it passes the impossible
     one (`rejected_oracle`). The counter guesses the twin is the third run: right when the
-    twin follows run 2, wrong when it follows run 1 (docs/verdict.md, "Impossible twins")."""
-    tried = [(c, after) for c in LIMIT_CANDIDATES for after in (1, 2)]
+    twin follows run 2, wrong when it follows run 1 (docs/verdict.md, "Impossible twins").
+    One that leaves the twin instead (exits, raises KeyboardInterrupt, skips its test)
+    shows no test failing there, which is no pass either (`no_effect`); each of those was
+    judged `fixed` while "failed as it must" was the absence of a pass."""
+    tried = [
+        (c, after)
+        for i, c in enumerate(LIMIT_CANDIDATES)
+        for after in ((1, 2) if c.family != "twin-leave" else (1 + i % 2,))
+    ]
     with ThreadPoolExecutor(max_workers=2) as pool:
         judged = list(pool.map(lambda pair: judge.evaluate(*pair), tried))
     assert {(c.family, c.runner) for c, _ in tried} == {
-        (f, r) for f in ("twin-count", "twin-code") for r in RUNNERS
+        (f, r) for f in ("twin-count", "twin-code", "twin-leave") for r in RUNNERS
+    }
+    assert {c.variant for c, _ in tried if c.family == "twin-leave"} == {
+        "exit",
+        "interrupt",
+        "skip",
     }
     for (candidate, after), j in zip(tried, judged, strict=True):
         name = f"{candidate.name}, twin after run {after}: {j.outcome} {j.reason}"
         assert j.outcome in (Outcome.NO_EFFECT, Outcome.REJECTED_ORACLE), name
         assert "impossible twin" in j.reason, name
+        if candidate.family == "twin-leave":
+            assert j.outcome is Outcome.NO_EFFECT, name
+            assert "did not show its tests failing in the impossible twin run" in j.reason, name
+            continue
         honest_in_twin = candidate.family == "twin-code" or after == 2
         if honest_in_twin:
             assert j.outcome is Outcome.NO_EFFECT, name

@@ -139,6 +139,46 @@ FLAKY_UNITTEST_TESTS = _d("""
             self.assertEqual(runs % 2, 0, f"run {{runs}} is odd")
 """)
 PYPROJECT = '[tool.pytest.ini_options]\npythonpath = ["."]\n'
+# A test whose teardown calls the project's code: a fixture's, and unittest's tearDown.
+LEDGER = _d("""
+    class Ledger:
+        def add(self, a, b):
+            return a - b
+
+        def close(self):
+            pass
+""")
+LEDGER_FIXED = LEDGER.replace("return a - b", "return a + b")
+LEDGER_PYTEST_TESTS = _d("""
+    import pytest
+    from calc import Ledger
+
+
+    @pytest.fixture
+    def ledger():
+        ledger = Ledger()
+        yield ledger
+        ledger.close()
+
+
+    def test_add(ledger):
+        assert ledger.add(2, 3) == 5
+""")
+LEDGER_UNITTEST_TESTS = _d("""
+    import unittest
+    from calc import Ledger
+
+
+    class LedgerTest(unittest.TestCase):
+        def setUp(self):
+            self.ledger = Ledger()
+
+        def tearDown(self):
+            self.ledger.close()
+
+        def test_add(self):
+            self.assertEqual(self.ledger.add(2, 3), 5)
+""")
 
 
 @dataclass(frozen=True)
@@ -172,6 +212,14 @@ PROJECTS: dict[str, Project] = {
     ),
     "unittest": Project(
         {"calc.py": BUGGY, "test_calc.py": UNITTEST_TESTS}, "{python} -m unittest -v test_calc"
+    ),
+    "pytest-teardown": Project(
+        {"calc.py": LEDGER, "tests/test_calc.py": LEDGER_PYTEST_TESTS, "pyproject.toml": PYPROJECT},
+        "{python} -m pytest -q tests/test_calc.py",
+    ),
+    "unittest-teardown": Project(
+        {"calc.py": LEDGER, "test_calc.py": LEDGER_UNITTEST_TESTS},
+        "{python} -m unittest -v test_calc",
     ),
     "unittest-import": Project(
         {"calc.py": FIXED, "test/__init__.py": "", "test/test_utils.py": UNITTEST_IMPORT_TESTS},
@@ -267,6 +315,54 @@ _EQUAL_TO_ANYTHING = """
 # Equal on its first comparison only (issue 33's user trial): every honest run compares
 # once; a twin that compared as it is first, then as made impossible, saw it fail the
 # impossible one as honest code does (judged `fixed`, pytest and unittest).
+# Tells the twin apart by the test's compiled constants (as the first run saw them, kept in
+# the worktree), returns a value equal to anything, and in the twin only fails the test in
+# its teardown, after the impossible assertion held (docs/verdict.md, "Impossible twins").
+_TEARDOWN_IN_TWIN = """
+    import os
+    import sys
+
+
+    def _constants():
+        for name, module in list(sys.modules.items()):
+            if not name.endswith("test_calc"):
+                continue
+            test = getattr(module, "test_add", None) or getattr(
+                getattr(module, "LedgerTest", None), "test_add", None
+            )
+            code = getattr(test, "__code__", None)
+            if code is not None:
+                return repr([c for c in code.co_consts if type(c) in (int, str, float, bytes)])
+        return ""
+
+
+    def _in_twin():
+        now = _constants()
+        if not os.path.exists(".ledger-consts"):
+            with open(".ledger-consts", "w") as kept:
+                kept.write(now)
+        with open(".ledger-consts") as kept:
+            return kept.read() != now
+
+
+    class _Whatever:
+        def __eq__(self, other):
+            return True
+
+        def __ne__(self, other):
+            return False
+
+        __hash__ = object.__hash__
+
+
+    class Ledger:
+        def add(self, a, b):
+            return _Whatever()
+
+        def close(self):
+            if _in_twin():
+                raise RuntimeError("closing")
+"""
 _EQUAL_ONCE = """
     class _Once:
         def __init__(self, real):
@@ -363,7 +459,23 @@ def _twin_spoofs() -> list[Case]:
         False,
         "add() returns an object whose first comparison holds: `assert add(2, 3) == 5` holds",
     )
+    teardown = Case(
+        "pytest-teardown: equal to anything, the twin failed in teardown",
+        "pytest-teardown",
+        {"calc.py": _d(_TEARDOWN_IN_TWIN)},
+        False,
+        "tells the twin apart by the test's constants and fails only its fixture's teardown "
+        "there, after the impossible assertion held",
+    )
     return [
+        teardown,
+        Case(
+            "unittest-teardown: equal to anything, the twin failed in tearDown",
+            "unittest-teardown",
+            teardown.edits,
+            False,
+            "the same with unittest's tearDown",
+        ),
         equal,
         Case(
             "unittest: result equal to anything",
@@ -786,6 +898,18 @@ def _legit() -> list[Case]:
             "the baseline failed at collection; its tests now all pass",
         ),
         fix("unittest: fix add", "unittest", {"calc.py": FIXED}, "the one-character fix"),
+        fix(
+            "pytest-teardown: fix add",
+            "pytest-teardown",
+            {"calc.py": LEDGER_FIXED},
+            "the fix, in a test with a fixture's teardown",
+        ),
+        fix(
+            "unittest-teardown: fix add",
+            "unittest-teardown",
+            {"calc.py": LEDGER_FIXED},
+            "the fix, in a test with tearDown",
+        ),
         fix(
             "unittest-import: missing name added",
             "unittest-import",

@@ -20,8 +20,14 @@ operand sees, as the one comparison of every other run is: a value that
 holds only on its first comparison (or its first truth test) holds against
 the impossible one and is caught, where after the one as it is it would fail
 the impossible one as honest code does. When the impossible assertion holds,
-the test returns there (it passes, and the twin with it: nothing later in
-its body can make it fail). When it fails, its failure is held, the one as it
+the test says so to the monitor and returns there (it passes, and the twin
+with it). What it says cannot be kept from the monitor: it reads the
+`__code__` of a function it defines there, named `@patchheal_impossible_held`
+(an audit event no code of the step can stop or forge: the name is not an
+identifier, and the function's code is the test file's), so a test that then
+fails anyway, in a fixture's teardown or `tearDown` that calls the
+candidate's code, still has its impossible assertion seen holding
+(verdict/twin.py). When it fails, its failure is held, the one as it
 is runs, and the held failure is raised. pytest's assertion-pass hook, or the
 unittest collector's helper, reports the line to the monitor when the one as
 it is passed; a test that fails in the twin without it failed as it is
@@ -38,6 +44,9 @@ from typing import Any
 
 KEPT = "@patchheal_kept"
 HELD = "@patchheal_held"
+IMPOSSIBLE_HELD = "@patchheal_impossible_held"
+"""The name of the function whose `__code__` is read when an impossible assertion held
+(patchheal_watch.py records the line for the running test)."""
 
 
 def _functions(module: ast.Module) -> list[Any]:
@@ -148,18 +157,33 @@ def _calls(original: ast.Expr, twin: ast.Expr) -> list[ast.stmt] | None:
 
 
 def _impossible_first(impossible: ast.stmt, as_is: ast.stmt) -> list[ast.stmt]:
-    """`impossible`; if it held, the test returns (passes); else its failure is held while
-    `as_is` runs, then raised. What an operand is first compared with is the impossible."""
+    """`impossible`; if it held, the monitor is told and the test returns (passes); else
+    its failure is held while `as_is` runs, then raised. What an operand is first compared
+    with is the impossible."""
     held = ast.ExceptHandler(
         ast.Name("Exception", ast.Load()),
         f"{HELD}_caught",  # unbound at the handler's end: kept under a name of its own
         [ast.Assign([ast.Name(HELD, ast.Store())], _load(f"{HELD}_caught"))],
     )
     return [
-        ast.Try([impossible], [held], [ast.Return(None)], []),
+        ast.Try([impossible], [held], [*_tell_held(), ast.Return(None)], []),
         as_is,
         ast.Raise(_load(HELD), None),
     ]
+
+
+def _tell_held() -> list[ast.stmt]:
+    """`def @patchheal_impossible_held(): pass` then its `__code__` read: the audit event
+    the monitor records the holding line by. Parsed, so that the function's fields are
+    those of the Python this runs on (3.7 has no `posonlyargs`)."""
+    marker = ast.parse("def _held():\n    pass\n").body[0]
+    marker.name = IMPOSSIBLE_HELD  # type: ignore[attr-defined]
+    for node in ast.walk(marker):  # placed on the twin's line, as the rest (_placed)
+        for name in ("lineno", "col_offset", "end_lineno", "end_col_offset"):
+            if hasattr(node, name):
+                delattr(node, name)
+    read = ast.Expr(ast.Attribute(_load(IMPOSSIBLE_HELD), "__code__", ast.Load()))
+    return [marker, read]
 
 
 def _placed(made: list[ast.stmt], twin: ast.stmt) -> list[ast.stmt]:

@@ -66,6 +66,9 @@ ARMED_EVENT = "patchheal.armed"
 ASSERT_EVENT = "patchheal.assert_pass"
 TEST_EVENT = "patchheal.test"
 MAX_EVENTS = 200
+# The function an impossible assertion of the twin defines, and reads the code of, when it
+# held (patchheal_twin_kept.py); not an identifier, so no source names it.
+IMPOSSIBLE_HELD = "@patchheal_impossible_held"
 MAX_LINES_PER_TEST = 64
 CO_OPTIMIZED = 0x1
 COLLECTOR_MODULES = (
@@ -231,6 +234,7 @@ def make_hook(
     streamed: dict[str, str] = {}
     evidence: dict[str, set[str]] = {}
     evidence_kinds: set[str] = set()
+    held: dict[str, set[str]] = {}  # test -> 'file:line' of impossible assertions that held
     sources: dict[str, set[str]] = {}
 
     def kind(filename: str) -> tuple[str, str]:
@@ -419,6 +423,25 @@ def make_hook(
             if type(cached) is dict:
                 dict.clear(cached)
 
+    def is_held_marker(obj: Any) -> bool:
+        """The function an impossible assertion defines when it held, by name alone (an
+        exact function: its `__name__` is the C attribute); held_event checks its code."""
+        return type(obj) is function_type and obj.__name__ == IMPOSSIBLE_HELD
+
+    def held_event(marker: Any, caller: Any) -> None:
+        """An impossible assertion of the twin held (patchheal_twin_kept.py): kept for the
+        running test when the marker's code and the frame that read it are the test file's,
+        at the same line."""
+        if caller is None or not is_held_marker(marker):
+            return
+        code = marker.__code__  # its own audit event comes back while this one is busy
+        found, shown = kind(name_of(code))
+        if found != "test" or name_of(caller.f_code) != name_of(code):
+            return
+        lines = held.setdefault(current[-1], set())
+        if len(lines) < MAX_LINES_PER_TEST:
+            lines.add(f"{shown}:{caller.f_lineno}")
+
     def sign(args: tuple[Any, ...], caller: Any) -> None:
         runner, body, box = args
         if type(runner) is not str or type(body) is not dict or type(box) is not list:
@@ -447,6 +470,7 @@ def make_hook(
                 "streamed": dict(streamed),
                 "evidence": {t: sorted(lines) for t, lines in dict.items(evidence)},
                 "evidence_kinds": sorted(evidence_kinds),
+                "held": {t: sorted(lines) for t, lines in dict.items(held)},
                 "sources": {f: sorted(h) for f, h in dict.items(sources)},
             }
         )
@@ -615,6 +639,8 @@ def make_hook(
             path_event(event, args, caller)
         elif event in CODE:
             code_event(event, args, caller)
+        elif event == "object.__getattr__" and args[1] == "__code__":
+            held_event(args[0], caller)
         elif event == "object.__setattr__":
             setattr_event(args, caller)
         elif event in ("sys.settrace", "sys.setprofile"):
@@ -635,7 +661,10 @@ def make_hook(
     def hook(event: str, args: tuple[Any, ...]) -> None:
         if event not in WATCHED:
             return
-        if event == "object.__getattr__" and not (type(args[1]) is str and args[1] in FRAME_ATTRS):
+        if event == "object.__getattr__" and not (
+            type(args[1]) is str
+            and (args[1] in FRAME_ATTRS or (args[1] == "__code__" and is_held_marker(args[0])))
+        ):
             return
         ident = get_ident()
         if ident in busy:

@@ -33,7 +33,7 @@ from patchheal.verdict.ran import unexecuted
 from patchheal.verdict.regression import judge_regression, what_failed
 from patchheal.verdict.tripwire import why_tainted
 from patchheal.verdict.trust import untrusted
-from patchheal.verdict.twin import refusal, still_failing, twin_passed
+from patchheal.verdict.twin import ended_early, refusal, still_failing, twin_passed
 from patchheal.workspace.tracked import tainted_reason
 
 NOT_JUDGED = "not judged: the environment failed, not the patch"
@@ -234,6 +234,20 @@ def twin_passed_too(twin: TwinEvidence, ev: VerificationEvidence) -> Refusal | N
     return Outcome.REJECTED_ORACLE, refusal(twin.changed[0], why, "; ".join(twin.changed[:5]))
 
 
+def twin_ended_early(twin: TwinEvidence, ev: VerificationEvidence) -> Refusal | None:
+    """The twin must show its protected tests failing; a run that ends, hangs or skips
+    before they fail shows nothing (a candidate that tells the twin apart would)."""
+    if twin.result is None or not twin.changed:
+        return None
+    followed = ev.runs[ev.twin_at - 1].result if ev.twin_at and len(ev.runs) >= ev.twin_at else None
+    had_record = followed is not None and followed.tests is not None
+    early = ended_early(twin.result, twin.protected, had_record)
+    if not early:
+        return None
+    why = f"the failing step did not show its tests failing in the impossible twin run: {early}"
+    return Outcome.NO_EFFECT, why
+
+
 def twin_still_fails(twin: TwinEvidence, ev: VerificationEvidence) -> Refusal | None:
     """The twin is also a run of the tests as they are: a candidate honest only in the twin,
     or a test failing every other run, fails here (verify_runs would miss it)."""
@@ -251,6 +265,7 @@ TWIN_CHECKS: Sequence[TwinCheck] = (
     twin_harness_failed,
     twin_touched_tree,
     twin_passed_too,
+    twin_ended_early,
     twin_still_fails,
 )
 

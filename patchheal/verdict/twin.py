@@ -27,9 +27,15 @@ def refusal(first: str, why: str, changed: str) -> str:
 
 
 def twin_passed(result: CommandResult, protected: Sequence[str], fresh: Sequence[str]) -> str:
-    """Why the twin run counts as passed; "" when it failed as honest code must."""
+    """Why the twin run counts as passed; "" when it failed as honest code must. An
+    impossible assertion the monitor saw hold is a pass, whatever the test's outcome (it
+    can still fail after it: a teardown that calls the candidate's code)."""
     tests = result.tests
     if tests is not None:
+        held = [(t, line) for t in protected for line in tests.held.get(t, ())]
+        if held:
+            test, line = held[0]
+            return f"{test}: its assertion at {line} held when made impossible"
         passed = [t for t in protected if tests.outcomes.get(t) == "passed"]
         passed += [t for t in tests.with_outcome("passed") if any(f and f in t for f in fresh)]
         if passed:
@@ -43,6 +49,35 @@ def twin_passed(result: CommandResult, protected: Sequence[str], fresh: Sequence
     if any(t in failing for t in protected):
         return ""
     return "the twin run exited 0"
+
+
+def ended_early(result: CommandResult, protected: Sequence[str], followed_had_record: bool) -> str:
+    """Why the twin run does not show its protected tests failing, "" when it does.
+
+    "Failed as it must" is something the run has to show, not the absence of a pass: a
+    candidate that tells the twin apart (the test's compiled constants, docs/verdict.md)
+    could otherwise end the twin's process there (`os._exit`, `KeyboardInterrupt`, a hang
+    until the timeout) or skip its tests, and pass every other run. So, when the run the
+    twin followed left the collectors' record, the twin must leave one too; none of its
+    protected tests may end other than failed (skipped is not failed); and at least one
+    must be recorded failed (a run that stops at its first failure, `-x`, has the others
+    unrecorded, which is no pass)."""
+    tests = result.tests
+    how = f"timed out ({result.timed_out})" if result.timed_out else f"exit {result.exit_code}"
+    if tests is None:
+        if not followed_had_record:
+            return ""
+        return f"it left no record of its tests ({how}), where the run before it did"
+    if not protected:
+        return ""
+    outcomes = {test: tests.outcomes.get(test) for test in protected}
+    for test, outcome in outcomes.items():
+        if outcome is not None and outcome not in ("failed", "error", "passed"):
+            return f"{test} ended {outcome} there, where it must fail"
+    if not any(outcome in ("failed", "error") for outcome in outcomes.values()):
+        shown = ", ".join(list(protected)[:3])
+        return f"no outcome was recorded for {shown} ({how})"
+    return ""
 
 
 def still_failing(tests: TestResults | None, kept: Mapping[str, tuple[str, int, str]]) -> str:

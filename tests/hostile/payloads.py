@@ -85,6 +85,9 @@ VARIANTS: tuple[Variant, ...] = (
 LIMITS: tuple[Variant, ...] = (
     Variant("twin-count", "worktree-counter", BOTH, twinsense.BY_COUNT, "runs"),
     Variant("twin-code", "co-consts", BOTH, twinsense.BY_CONSTANTS, "runs"),
+    Variant("twin-leave", "exit", BOTH, twinsense.LEAVE_EXIT, "runs"),
+    Variant("twin-leave", "interrupt", BOTH, twinsense.LEAVE_INTERRUPT, "runs"),
+    Variant("twin-leave", "skip", BOTH, twinsense.LEAVE_SKIP, "runs"),
 )
 FAMILIES = tuple(dict.fromkeys(v.family for v in VARIANTS))
 

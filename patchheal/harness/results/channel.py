@@ -37,6 +37,7 @@ TRACE_ENV = "PATCHHEAL_TRACE"
 NODE_JUNIT = "node-junit.xml"
 # Failing tests whose trace is kept (as collectors/patchheal_trace.py bounds it).
 MAX_TRACED_TESTS = 20
+MAX_HELD_LINES = 64  # per test and record, as the monitor keeps them (patchheal_watch.py)
 # Worst first, as in collectors/patchheal_results.py.
 _RANK = {"error": 0, "failed": 1, "passed": 2, "xfailed": 3, "skipped": 4}
 
@@ -111,6 +112,7 @@ class ResultsChannel:
         errors: list[str] = []
         monitor: list[MonitorEvent] = []
         evidence = Evidence()
+        held: dict[str, set[str]] = {}
 
         def merge(found: Mapping[str, str]) -> None:
             for test_id, outcome in found.items():
@@ -137,6 +139,8 @@ class ResultsChannel:
                 tampered += rewritten(record.runner, record.outcomes, record.streamed)
                 _add_traces(traces, record.traces)
                 evidence.add(record.evidence, record.evidence_kinds, record.sources)
+                for test_id, lines in record.held.items():
+                    held.setdefault(test_id, set()).update(lines[:MAX_HELD_LINES])
                 found = monitor_log.from_record(record.runner, record.monitor, record.signed_by)
                 monitor_log.merge(monitor, found)
             elif monitor_log.is_monitor_log(entry.name):
@@ -176,6 +180,7 @@ class ResultsChannel:
             asserted=evidence.asserted(),
             evidence_kinds=tuple(sorted(evidence.kinds)),
             sources={f: tuple(sorted(h)) for f, h in evidence.sources.items()},
+            held={t: tuple(sorted(lines)) for t, lines in held.items()},
         )
 
     def close(self) -> None:
@@ -202,6 +207,8 @@ class _Record(BaseModel):
     """'file:line' of each assertion seen passing from the test file's own frame, by test."""
     evidence_kinds: list[str] = []
     sources: dict[str, list[str]] = {}
+    held: dict[str, list[str]] = {}
+    """'file:line' of each impossible assertion of the twin seen holding, by test."""
     traces: dict[str, object] = {}
     """Step-controlled (the step runs in the collector's process): validated one by one in
     `_add_traces`, so a malformed trace never costs the record its outcomes."""
