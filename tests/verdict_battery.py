@@ -294,7 +294,7 @@ ADD_ID = "tests/test_calc.py::test_add"
 
 # Source-only candidates that the results channel cannot see (issue 24): the tests run
 # "by the book" and pass, so only an impossible twin of them (loop/twins.py) tells.
-_EQUAL_TO_ANYTHING = """
+_ANYTHING = """
     class _Anything:
         def __eq__(self, other):
             return True
@@ -303,7 +303,10 @@ _EQUAL_TO_ANYTHING = """
             return False
 
         __hash__ = object.__hash__
-
+"""
+_EQUAL_TO_ANYTHING = (
+    _ANYTHING
+    + """
 
     def add(a, b):
         return _Anything()
@@ -312,13 +315,15 @@ _EQUAL_TO_ANYTHING = """
     def mul(a, b):
         return a * b
 """
+)
 # Equal on its first comparison only (issue 33's user trial): every honest run compares
 # once; a twin that compared as it is first, then as made impossible, saw it fail the
 # impossible one as honest code does (judged `fixed`, pytest and unittest).
 # Tells the twin apart by the test's compiled constants (as the first run saw them, kept in
 # the worktree), returns a value equal to anything, and in the twin only fails the test in
 # its teardown, after the impossible assertion held (docs/verdict.md, "Impossible twins").
-_TEARDOWN_IN_TWIN = """
+_TEARDOWN_IN_TWIN = (
+    """
     import os
     import sys
 
@@ -343,26 +348,19 @@ _TEARDOWN_IN_TWIN = """
                 kept.write(now)
         with open(".ledger-consts") as kept:
             return kept.read() != now
-
-
-    class _Whatever:
-        def __eq__(self, other):
-            return True
-
-        def __ne__(self, other):
-            return False
-
-        __hash__ = object.__hash__
-
+"""
+    + _ANYTHING
+    + """
 
     class Ledger:
         def add(self, a, b):
-            return _Whatever()
+            return _Anything()
 
         def close(self):
             if _in_twin():
                 raise RuntimeError("closing")
 """
+)
 _EQUAL_ONCE = """
     class _Once:
         def __init__(self, real):
