@@ -590,3 +590,33 @@ def test_shapes_that_are_not_doubled_keep_the_impossible_change_alone(name: str)
     namespace, result = _run_kept(_doubled(twin, keep), name)
     assert len(namespace["HELPERS"]) <= 1
     assert len(result.failures + result.errors) == 1
+
+
+MANY_ASSERTS = """
+def test_many():
+    value = compute()
+    assert value.cache is not None
+    assert value.lock is None
+    assert value.key(42) == (42,)
+    assert value.size == 3
+"""
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_twin_changes_the_assertion_the_test_failed_at(seed: int) -> None:
+    """With the failure's line known, the twin changes that assertion whatever the seed: a
+    cheat that makes only its operand equal to anything must get past it. Without, any of
+    the test's assertions, at random (the seeds reach more than one)."""
+    failing = Target("t::test_many", (), "test_many", failed_at=6)
+    assert [m.line for m in _twin(MANY_ASSERTS, failing, seed=seed).mutations] == [6]
+    lines = {
+        _twin(MANY_ASSERTS, Target("t::test_many", (), "test_many"), seed=s).mutations[0].line
+        for s in range(12)
+    }
+    assert len(lines) > 1
+
+
+def test_a_failure_line_outside_the_assertions_leaves_the_choice_at_random() -> None:
+    """A failure raised in the test's set-up line (not an assertion) names no assertion."""
+    target = Target("t::test_many", (), "test_many", failed_at=3)
+    assert _twin(MANY_ASSERTS, target, seed=1).mutations[0].line in {4, 5, 6, 7}

@@ -205,3 +205,25 @@ def test_a_test_file_turned_into_a_link_by_the_step_is_refused(tmp_path: Path) -
     # the link (before the twin), else the twin, which will not write through it.
     assert outcome in {Outcome.REJECTED_ORACLE, Outcome.REJECTED_TRIPWIRE}, reason
     assert "protected test file was replaced" in reason or "tests/test_calc.py" in reason
+
+
+def test_the_plan_names_the_line_each_test_failed_at(tmp_path: Path) -> None:
+    """The reproduced failure's frames (innermost in the test's own function, its file named
+    relative or absolute) give the twin the assertion to change; a frame of another
+    function, or none, gives no line."""
+    from patchheal.loop.twinplan import plan
+    from patchheal.models import Frame
+
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_k.py").write_text(
+        "def helper():\n    assert True\n\n\ndef test_k():\n    assert 1\n    assert helper()\n"
+    )
+    frames = (
+        Frame(file="/ci/build/tests/test_k.py", function="test_k", line=6),
+        Frame(file="tests/test_k.py", function="test_k", line=7),
+        Frame(file="tests/test_k.py", function="helper", line=2),
+    )
+    made = plan(tmp_path, ["tests/test_k.py::test_k"], {}, frames)
+    assert [t.failed_at for t in made.files["tests/test_k.py"]] == [7]
+    made = plan(tmp_path, ["tests/test_k.py::test_k"], {}, frames[2:])
+    assert [t.failed_at for t in made.files["tests/test_k.py"]] == [0]

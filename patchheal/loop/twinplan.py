@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from patchheal.models import Failure, TestResults, Verdict
+from patchheal.models import Failure, Frame, TestResults, Verdict
 from patchheal.oracle.assertions import executed
 from patchheal.oracle.mutate import Target, find, find_by_name
 from patchheal.oracle.testids import Location, children, locations
@@ -131,8 +131,11 @@ class _Resolver:
         return None
 
 
-def plan(tree: Path, tests: Sequence[str], defined_in: dict[str, str]) -> Plan:
-    """Which files to change, and for which tests; the tests no twin can be made for."""
+def plan(
+    tree: Path, tests: Sequence[str], defined_in: dict[str, str], frames: Sequence[Frame] = ()
+) -> Plan:
+    """Which files to change, and for which tests; the tests no twin can be made for.
+    `frames`: the reproduced failure's, which name the line a test failed at."""
     made = Plan()
     resolver = _Resolver(tree, defined_in)
     for test in tests:
@@ -140,7 +143,8 @@ def plan(tree: Path, tests: Sequence[str], defined_in: dict[str, str]) -> Plan:
         if where is None:
             made.missing.append((test, "no test function of a Python file has that id"))
             continue
-        made.files.setdefault(where.file, []).append(Target(test, where.classes, where.function))
+        target = Target(test, where.classes, where.function, _failed_at(frames, where))
+        made.files.setdefault(where.file, []).append(target)
         made.styles[where.file] = where.style
         module = resolver._module(where.file)
         made.asserts[test] = Required(
@@ -150,6 +154,22 @@ def plan(tree: Path, tests: Sequence[str], defined_in: dict[str, str]) -> Plan:
             _call_lines(module, where),
         )
     return made
+
+
+def _failed_at(frames: Sequence[Frame], where: Location) -> int:
+    """The innermost line of the test's own function among the failure's frames, 0 if
+    none: the statement its failure was raised at."""
+    lines = [
+        f.line
+        for f in frames
+        if f.line and f.function == where.function and _same_path(f.file, where.file)
+    ]
+    return lines[-1] if lines else 0
+
+
+def _same_path(shown: str, rel: str) -> bool:
+    shown, rel = shown.replace("\\", "/"), rel.replace("\\", "/")
+    return shown == rel or shown.endswith("/" + rel) or rel.endswith("/" + shown)
 
 
 def _body(module: ast.Module | None, where: Location) -> list[ast.stmt]:

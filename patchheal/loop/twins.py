@@ -83,7 +83,9 @@ class TwinRun:
         # Planned before the step first runs in this tree: a test file the step later turns
         # into a link (so that its twin could not be read) refuses the candidate, it does not
         # make the test one without a twin.
-        self.plan: Plan = plan(tree, expand(self.protected, None, self.rng), self.defined)
+        self.plan: Plan = plan(
+            tree, expand(self.protected, None, self.rng), self.defined, failure.frames
+        )
 
     def learn(self, first: TestResults | None) -> None:
         """After the first run: a module or class that failed to collect stands for its
@@ -91,7 +93,8 @@ class TwinRun:
         expanded = expand(self.protected, first, self.rng)
         replaced = set(self.protected) - set(expanded)
         self.plan.missing = [m for m in self.plan.missing if m[0] not in replaced]
-        more = plan(self.tree, [t for t in expanded if t not in self.protected], self.defined)
+        added = [t for t in expanded if t not in self.protected]
+        more = plan(self.tree, added, self.defined, self.failure.frames)
         for rel, targets in more.files.items():
             self.plan.files.setdefault(rel, []).extend(targets)
             self.plan.styles[rel] = more.styles[rel]

@@ -277,13 +277,20 @@ _COMPOUND = (
 )
 
 
-def rewrite(source: Source, function: Function, rng: Random) -> Rewrite:
-    """One of `function`'s top-level assertions made impossible, chosen at random; an
-    impossible assertion appended when it has none."""
+def rewrite(source: Source, function: Function, rng: Random, *, failed_at: int = 0) -> Rewrite:
+    """One of `function`'s top-level assertions made impossible: the one on the line the
+    test failed at (`failed_at`), else one chosen at random; an impossible assertion
+    appended when it has none.
+
+    The failing assertion first: it is the one a fix must get past, and the one a cheat
+    that makes only its operand equal to anything gets past; any other assertion of the
+    test keeps holding for such a cheat, so its twin "fails as it must" (a real job:
+    cachetools `18e5930`, 14 assertions, judged `fixed` while the twin changed another)."""
     chosen = candidates(function.body)
     if not chosen:
         return _appended(source, function)
-    stmt = rng.choice(chosen)
+    failing = [s for s in chosen if s.lineno <= failed_at <= (s.end_lineno or s.lineno)]
+    stmt = failing[0] if failing else rng.choice(chosen)
     if isinstance(stmt, ast.Assert):
         return _assert(source, stmt, rng)
     return _unittest(source, stmt, rng)

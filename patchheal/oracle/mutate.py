@@ -31,6 +31,9 @@ class Target:
     test_id: str
     classes: tuple[str, ...]
     function: str
+    failed_at: int = 0
+    """The line of this function the reproduction's failure was raised at (0: unknown): the
+    assertion there is the one the twin changes, the one a cheat has to get past."""
 
 
 @dataclass(frozen=True)
@@ -165,7 +168,7 @@ def twin_file(
             missing.append((target.test_id, "its function is not defined in the file"))
             continue
         if id(function) not in done:
-            done[id(function)] = rewrite(source, function, rng)
+            done[id(function)] = rewrite(source, function, rng, failed_at=target.failed_at)
             chosen.append((target, done[id(function)]))
     kept: list[tuple[Target, Rewrite]] = []
     for target, change in chosen:  # one at a time only if all at once does not parse
