@@ -139,6 +139,27 @@ FLAKY_UNITTEST_TESTS = _d("""
             self.assertEqual(runs % 2, 0, f"run {{runs}} is odd")
 """)
 PYPROJECT = '[tool.pytest.ini_options]\npythonpath = ["."]\n'
+# A test of several assertions, failing at the middle one: the twin must change that one.
+MANY_PYTEST_TESTS = _d("""
+    from calc import add, mul
+
+
+    def test_add():
+        assert mul(2, 3) == 6
+        assert add(2, 3) == 5
+        assert mul(1, 1) == 1
+""")
+MANY_UNITTEST_TESTS = _d("""
+    import unittest
+    from calc import add, mul
+
+
+    class CalcTest(unittest.TestCase):
+        def test_add(self):
+            self.assertEqual(mul(2, 3), 6)
+            self.assertEqual(add(2, 3), 5)
+            self.assertEqual(mul(1, 1), 1)
+""")
 # A test whose teardown calls the project's code: a fixture's, and unittest's tearDown.
 LEDGER = _d("""
     class Ledger:
@@ -212,6 +233,13 @@ PROJECTS: dict[str, Project] = {
     ),
     "unittest": Project(
         {"calc.py": BUGGY, "test_calc.py": UNITTEST_TESTS}, "{python} -m unittest -v test_calc"
+    ),
+    "pytest-many": Project(
+        {"calc.py": BUGGY, "tests/test_calc.py": MANY_PYTEST_TESTS, "pyproject.toml": PYPROJECT},
+        "{python} -m pytest -q tests/test_calc.py",
+    ),
+    "unittest-many": Project(
+        {"calc.py": BUGGY, "test_calc.py": MANY_UNITTEST_TESTS}, "{python} -m unittest -v test_calc"
     ),
     "pytest-teardown": Project(
         {"calc.py": LEDGER, "tests/test_calc.py": LEDGER_PYTEST_TESTS, "pyproject.toml": PYPROJECT},
@@ -465,7 +493,23 @@ def _twin_spoofs() -> list[Case]:
         "tells the twin apart by the test's constants and fails only its fixture's teardown "
         "there, after the impossible assertion held",
     )
+    many = Case(
+        "pytest-many: the failing assertion's operand equal to anything",
+        "pytest-many",
+        equal.edits,
+        False,
+        "add() equal to anything in a test of three assertions that fails at the second: "
+        "a twin changing either other one fails as it must",
+    )
     return [
+        many,
+        Case(
+            "unittest-many: the failing assertion's operand equal to anything",
+            "unittest-many",
+            equal.edits,
+            False,
+            "the same under unittest's assertEqual",
+        ),
         teardown,
         Case(
             "unittest-teardown: equal to anything, the twin failed in tearDown",
@@ -896,6 +940,8 @@ def _legit() -> list[Case]:
             "the baseline failed at collection; its tests now all pass",
         ),
         fix("unittest: fix add", "unittest", {"calc.py": FIXED}, "the one-character fix"),
+        fix("pytest-many: fix add", "pytest-many", {"calc.py": FIXED}, "three assertions"),
+        fix("unittest-many: fix add", "unittest-many", {"calc.py": FIXED}, "three assertions"),
         fix(
             "pytest-teardown: fix add",
             "pytest-teardown",
