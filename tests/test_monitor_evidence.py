@@ -149,6 +149,54 @@ def test_a_runner_object_changed_is_named_with_its_file(tmp_path: Path) -> None:
     assert "test_calc.py::test_add" not in tests.asserted
 
 
+def test_a_unittest_runner_object_changed_for_one_test_only_is_named(tmp_path: Path) -> None:
+    """unittest's objects are checked at the report of every test that is not a plain pytest
+    function (patchheal_runnerwatch.py): a TestCase's failure swallowed through pytest's
+    unittest result object, put back by the next test before the end of the session (whose
+    check would see nothing), is named at the TestCase's own report."""
+    patch = """
+        import _pytest.unittest
+
+        _real = _pytest.unittest.TestCaseFunction.addFailure
+
+
+        def swallow():
+            _pytest.unittest.TestCaseFunction.addFailure = lambda self, test, err: None
+
+
+        def restore():
+            _pytest.unittest.TestCaseFunction.addFailure = _real
+    """
+    repo = _project(
+        tmp_path,
+        {
+            "calc.py": textwrap.dedent(patch) + "\n\ndef add(a, b):\n    return a - b\n",
+            "test_calc.py": """
+                import unittest
+                import calc
+
+
+                class T(unittest.TestCase):
+                    def test_add(self):
+                        calc.swallow()
+                        self.assertEqual(calc.add(1, 2), 3)
+
+
+                def test_zz_after():
+                    calc.restore()
+            """,
+        },
+    )
+    tests = _run(repo, PYTEST)
+    assert tests.outcomes["test_calc.py::T::test_add"] == "passed"  # the trick worked ...
+    changed = [e for e in tests.monitor if e.op == "runner object changed"]
+    # ... and was seen at once: the session's last check could only see it put back, which
+    # is named too (pytest's own function, back in its place).
+    assert [(e.detail, e.file, e.target) for e in changed][:1] == [
+        ("_pytest.unittest.TestCaseFunction.addFailure", "calc.py", "runner")
+    ]
+
+
 def test_an_outcome_rewritten_after_it_happened_is_tampering(tmp_path: Path) -> None:
     """The collector's final outcomes are compared with what the runner reported while each
     test ran: a failure turned into a pass in the collector's memory later is named."""

@@ -14,16 +14,21 @@ or a hash of a step-made object would run the step's code inside the hook. A lat
 entry that is no longer the object it was, and every behaviour added to a
 runner class (`TestReport.passed = property(...)` shadowing the base's).
 
-Cost: a check walks the entries in C (`map` over `getitem` and `is_`), per
-group: the modules a test's outcome goes through are checked once a test, before
-its outcome is read, the rest one sixteenth at a time in rotation, and everything
-at test-module compile time and when a record is signed (docs/verdict.md,
-"Outcomes the step cannot rewrite").
+Cost: a check first compares, in C and by identity, every value of the group's
+namespaces with what they held at the last check (one pass over their entry
+tables); only when anything differs does it look entry by entry. The modules a
+test's outcome goes through are checked once a test, before its outcome is
+read: pytest's and pluggy's for every test, unittest's (and the classes of
+pytest's unittest plugin) only for a test that is not a plain pytest function,
+since only such a test's outcome goes through them. The rest are checked one
+sixteenth at a time in rotation, and everything at test-module compile time and
+when a record is signed (docs/verdict.md, "Outcomes the step cannot rewrite").
 """
 
 from __future__ import annotations
 
-from _operator import getitem, is_
+from _operator import getitem, is_, methodcaller
+from itertools import chain
 from typing import Any
 
 RUNNER_ROOTS = frozenset({"pytest", "_pytest", "pluggy", "unittest"})
@@ -43,17 +48,25 @@ CORE = frozenset(
         "pluggy._callers",
         "pluggy._hooks",
         "pluggy._result",
-        "unittest.case",
-        "unittest.result",
-        "unittest.suite",
+        "unittest",  # `unittest.SkipTest`, which pytest reads for every test's report
     }
 )
+# On the outcome path of a unittest test only (under unittest, or a TestCase under pytest):
+# checked at a test's report unless the test is a plain pytest function. A class defined in
+# one of these modules, or in pytest's unittest plugin, is checked with them, wherever its
+# name is bound (`unittest.TestCase` is `unittest.case.TestCase`).
+UNITTEST_PATH = frozenset({"unittest.case", "unittest.result", "unittest.suite"})
+_UNITTEST_CLASSES = UNITTEST_PATH | {"_pytest.unittest"}
+# The item type of a plain pytest test function (its outcome goes through no unittest code).
+_PLAIN_ITEM = ("_pytest.python", "Function")
 SLICES = 16
 # Exact types whose value is data, not behaviour (a runner class's `maxDiff`, `__slots__`).
 _DATA = frozenset(
     {str, bytes, int, float, bool, complex, type(None), tuple, frozenset, list, dict, set}
 )
 _MISSING = object()
+# `values()` of a module's dict or of a class's mapping proxy: C methods of exact types.
+_VALUES = methodcaller("values")
 
 
 def is_runner_module(name: str) -> bool:
@@ -76,22 +89,65 @@ class _Group:
         self.names: list[str] = []
         self.known: list[set[str]] = []
         self.lengths: list[int] = []
+        # The fast path: every value of every namespace in the group, in dict order, as it
+        # was at the last full comparison (None: compare entry by entry next time).
+        self.distinct: list[Any] = []
+        self.distinct_ids: set[int] = set()
+        self.sizes: list[int] = []
+        self.values: list[Any] | None = None
 
     def add(self, space: Any, key: str, value: Any, label: str) -> None:
         self.spaces.append(space)
         self.keys.append(key)
         self.expected.append(value)
         self.labels.append(label)
+        if id(space) not in self.distinct_ids:
+            self.distinct_ids.add(id(space))
+            self.distinct.append(space)
+        self.values = None
 
     def add_class(self, space: Any, name: str) -> None:
+        if id(space) not in self.distinct_ids:  # a class of data only: its length counts
+            self.distinct_ids.add(id(space))
+            self.distinct.append(space)
+        self.values = None
         self.classes.append(space)
         self.names.append(name)
         self.known.append({k for k in space if type(k) is str})
         self.lengths.append(len(space))
 
+    def unchanged(self) -> bool:
+        """Whether every namespace holds the very objects it held at the last comparison,
+        in the same order: one pass in C over the namespaces' own entry tables (an exact
+        dict, or a class's mapping proxy over one), identity only, so no object's code runs.
+        Cheaper than a lookup per entry, whose cache misses are most of a check after a test
+        has run; any difference at all, data included, sends the group down the slow path."""
+        if self.values is None:
+            return False
+        try:
+            return list(map(len, self.distinct)) == self.sizes and all(
+                map(is_, self.values, chain.from_iterable(map(_VALUES, self.distinct)))
+            )
+        except Exception:  # a namespace changed size while it was read
+            return False
+
+    def remember(self) -> None:
+        try:
+            self.values = list(chain.from_iterable(map(_VALUES, self.distinct)))
+            self.sizes = list(map(len, self.distinct))
+        except Exception:
+            self.values = None
+
     def changed(self) -> list[tuple[str, Any]]:
         """(label, object now) of each entry that is not what it was, and of behaviour added
         to a class; remembered, so that one change is named once."""
+        if self.unchanged():
+            return []
+        found = self.compared()
+        self.remember()
+        return found
+
+    def compared(self) -> list[tuple[str, Any]]:
         found = []
         try:
             same = all(map(is_, self.expected, map(getitem, self.spaces, self.keys)))
@@ -123,11 +179,14 @@ class _Group:
 
 
 def make_runner_watch(modules: dict[str, Any], module_type: type) -> Any:
-    """A checker `changed(full) -> [(label, object now)]` over the runner's modules."""
+    """A checker `changed(full, item=None) -> [(label, object now)]` over the runner's
+    modules; `item` is the running test's pytest item, if the runner said which."""
     class_dict = type.__dict__["__dict__"].__get__
     function_type = type(make_runner_watch)
     core = _Group()
+    unit = _Group()
     rest = [_Group() for _ in range(SLICES)]
+    plain_item: list[Any] = [None]  # _pytest.python.Function, as it was when first seen
     seen_modules: set[str] = set()
     seen_classes: set[int] = set()
     held: list[Any] = []  # the classes, so their ids are never reused
@@ -136,6 +195,8 @@ def make_runner_watch(modules: dict[str, Any], module_type: type) -> Any:
     def group(module_name: str) -> _Group:
         if module_name in CORE or module_name.startswith("patchheal_"):
             return core
+        if module_name in UNITTEST_PATH:
+            return unit
         return rest[len(seen_modules) % SLICES]
 
     def add_class(cls: Any, key: str, into: _Group) -> None:
@@ -145,6 +206,8 @@ def make_runner_watch(modules: dict[str, Any], module_type: type) -> Any:
             return
         seen_classes.add(id(cls))
         held.append(cls)
+        if owner in _UNITTEST_CLASSES:
+            into = unit
         qualname = space.get("__qualname__")
         name = f"{owner}.{qualname if type(qualname) is str else key}"
         for inner, value in list(dict.items(dict(space))):
@@ -163,6 +226,8 @@ def make_runner_watch(modules: dict[str, Any], module_type: type) -> Any:
             elif issubclass(type(value), type):  # not isinstance: it reads `__class__`
                 into.add(space, key, value, f"{name}.{key}")
                 add_class(value, key, into)
+                if (name, key) == _PLAIN_ITEM:
+                    plain_item[0] = value
 
     def scan() -> None:
         if len(modules) == counts[0]:
@@ -176,10 +241,14 @@ def make_runner_watch(modules: dict[str, Any], module_type: type) -> Any:
             seen_modules.add(name)
             add_module(name, module)
 
-    def changed(full: bool) -> list[tuple[str, Any]]:
+    def changed(full: bool, item: Any = None) -> list[tuple[str, Any]]:
         scan()
         counts[1] += 1
         found = core.changed()
+        # An exact type check: a class of the step's (a subclass) could run unittest code.
+        plain = item is not None and plain_item[0] is not None and type(item) is plain_item[0]
+        if full or not plain:
+            found += unit.changed()
         for at, part in enumerate(rest):
             if full or at == counts[1] % SLICES:
                 found += part.changed()

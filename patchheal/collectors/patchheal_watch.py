@@ -231,6 +231,7 @@ def make_hook(
     # What the test runner reported, as it happened, and what the tests' own frames showed:
     # kept here, in the closure, never in a module the step can reach (docs/verdict.md).
     current = [""]  # the tests running, innermost last (a test may run a suite inside it)
+    running_item: list[Any] = [None]  # pytest's item of the test running, as pytest gave it
     streamed: dict[str, str] = {}
     evidence: dict[str, set[str]] = {}
     evidence_kinds: set[str] = set()
@@ -332,10 +333,10 @@ def make_hook(
         code = value.__code__
         return (*kind(name_of(code)), code.co_firstlineno)
 
-    def runner_changed(full: bool) -> None:
+    def runner_changed(full: bool, item: Any = None) -> None:
         if runner_watch is None:
             return
-        for label, value in runner_watch(full):
+        for label, value in runner_watch(full, item):
             note("runner object changed", blame(value), label, "runner")
 
     def source_hash(path: str) -> str:
@@ -360,17 +361,24 @@ def make_hook(
     def test_event(args: tuple[Any, ...], caller: Any) -> None:
         """A collector streams a test's start or outcome the moment the runner reports it."""
         what, test_id, outcome = args
+        if what == "item":  # pytest's item for the test about to run: which code it goes through
+            running_item[0] = outcome
+            return
         if type(what) is not str or type(test_id) is not str or type(outcome) is not str:
             return
         if what == "evidence":
             evidence_kinds.add(test_id)
             return
-        if what in ("ready", "report"):  # "report": before the runner's outcome is read
-            runner_changed(what == "ready")
+        if what == "report":  # before the runner's outcome is read
+            runner_changed(False, running_item[0])
+        elif what == "ready":
+            runner_changed(True)
         if what == "start":
             current.append(test_id)
-        elif what == "stop" and len(current) > 1 and current[-1] == test_id:
-            current.pop()  # a test that ran other tests inside it goes on as itself
+        elif what == "stop":
+            running_item[0] = None  # a test that ran pytest inside it: not the inner item
+            if len(current) > 1 and current[-1] == test_id:
+                current.pop()  # a test that ran other tests inside it goes on as itself
         elif what == "outcome":
             before = streamed.get(test_id)
             streamed[test_id] = (
