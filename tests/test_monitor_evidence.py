@@ -149,6 +149,54 @@ def test_a_runner_object_changed_is_named_with_its_file(tmp_path: Path) -> None:
     assert "test_calc.py::test_add" not in tests.asserted
 
 
+def test_a_change_that_puts_itself_back_while_the_report_is_made_is_named(
+    tmp_path: Path,
+) -> None:
+    """A body installs a wrapper on the outcome path that turns a failure into a pass and
+    puts the original back the moment it runs: by the time the report exists, every runner
+    object is in place again. The runner is checked when the body is done, before the report
+    is made, so the wrapper is seen there (a regression step's test has no evidence line to
+    fall back on)."""
+    patch = """
+        import _pytest.reports
+
+        _real = _pytest.reports.TestReport.__dict__["from_item_and_call"]
+
+
+        def _flip(cls, item, call):
+            _pytest.reports.TestReport.from_item_and_call = _real
+            report = _real.__func__(cls, item, call)
+            if report.when == "call" and report.outcome == "failed":
+                report.outcome = "passed"
+                report.longrepr = None
+            return report
+
+
+        def install():
+            _pytest.reports.TestReport.from_item_and_call = classmethod(_flip)
+    """
+    repo = _project(
+        tmp_path,
+        {
+            "calc.py": textwrap.dedent(patch) + "\n\ndef add(a, b):\n    install()\n"
+            "    return a - b\n",
+            "test_calc.py": """
+                from calc import add
+
+
+                def test_add():
+                    assert add(1, 2) == 3
+            """,
+        },
+    )
+    tests = _run(repo, PYTEST)
+    assert tests.outcomes == {"test_calc.py::test_add": "passed"}  # the trick worked ...
+    changed = [e for e in tests.monitor if e.op == "runner object changed"]
+    assert [(e.detail, e.file, e.target) for e in changed][:1] == [
+        ("_pytest.reports.TestReport.from_item_and_call", "calc.py", "runner")
+    ]
+
+
 def test_a_unittest_runner_object_changed_for_one_test_only_is_named(tmp_path: Path) -> None:
     """unittest's objects are checked at the report of every test that is not a plain pytest
     function (patchheal_runnerwatch.py): a TestCase's failure swallowed through pytest's

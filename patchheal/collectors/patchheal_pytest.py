@@ -156,10 +156,15 @@ _failed_traces: dict[str, Any] = {}
 _spectrum = patchheal_trace.Spectrum()
 
 
-@pytest.hookimpl(hookwrapper=True)
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
 def pytest_runtest_call(item: Any) -> Any:
     trace = _guard.run(_before_call, item)
     outcome = yield
+    # The runner checked the moment the test's body is done, before its outcome is made: a
+    # change the body made to the outcome path is still in place here, even one that puts
+    # itself back while it makes the report. Outermost (tryfirst), so every other plugin's
+    # code around the call has run by now.
+    _guard.run(_stream, "called", item.nodeid)
     if trace is not None:
         _guard.run(_after_call, item, trace, outcome)
 
@@ -204,8 +209,8 @@ def _logreport(report: Any) -> None:
     # The runner is checked (once a test: its call, or a setup or teardown that did not
     # pass) before the outcome is read: an attribute that answers "passed" once and then
     # puts the class back is seen while it is still there.
-    if report.when == "call" or report.outcome != "passed":
-        _stream("report", report.nodeid)
+    if report.when != "call" and report.outcome != "passed":
+        _stream("report", report.nodeid)  # setup or teardown: the call's was checked above
     if report.when == "call":
         _keep_trace(report.nodeid, "failed" if report.failed else report.outcome)
         # pytest's own outcome: an xfail that failed is "skipped" (xfailed), a non-strict

@@ -369,7 +369,7 @@ def make_hook(
         if what == "evidence":
             evidence_kinds.add(test_id)
             return
-        if what == "report":  # before the runner's outcome is read
+        if what in ("called", "report"):  # a test's body done; a setup or teardown failed
             runner_changed(False, running_item[0])
         elif what == "ready":
             runner_changed(True)
