@@ -197,6 +197,58 @@ def test_a_change_that_puts_itself_back_while_the_report_is_made_is_named(
     ]
 
 
+@pytest.mark.parametrize(
+    ("command", "owner"),
+    [
+        (PYTEST, "_pytest.unittest.TestCaseFunction"),
+        (UNITTEST, "unittest.result.TestResult"),
+    ],
+)
+def test_a_testcase_body_cannot_put_a_change_back_while_the_outcome_is_made(
+    tmp_path: Path, command: str, owner: str
+) -> None:
+    """A TestCase's outcome is made inside its run, after its method returns: the runner is
+    checked right then (the collector's `_callTestMethod`), so a failure turned into a pass by
+    a result method that puts the original back the moment it runs is still seen."""
+    module = owner.rpartition(".")[0]
+    patch = f"""
+        import {module}
+
+        _real = {owner}.addFailure
+
+
+        def _swallow(self, test, err):
+            {owner}.addFailure = _real
+            self.addSuccess(test)
+
+
+        def install():
+            {owner}.addFailure = _swallow
+    """
+    repo = _project(
+        tmp_path,
+        {
+            "calc.py": textwrap.dedent(patch) + "\n\ndef add(a, b):\n    install()\n"
+            "    return a - b\n",
+            "test_calc.py": """
+                import unittest
+                from calc import add
+
+
+                class T(unittest.TestCase):
+                    def test_add(self):
+                        self.assertEqual(add(1, 2), 3)
+            """,
+        },
+    )
+    tests = _run(repo, command)
+    assert set(tests.outcomes.values()) == {"passed"}  # the trick worked ...
+    changed = [e for e in tests.monitor if e.op == "runner object changed"]
+    assert [(e.detail, e.file, e.target) for e in changed][:1] == [
+        (f"{owner}.addFailure", "calc.py", "runner")
+    ]
+
+
 def test_a_unittest_runner_object_changed_for_one_test_only_is_named(tmp_path: Path) -> None:
     """unittest's objects are checked at the report of every test that is not a plain pytest
     function (patchheal_runnerwatch.py): a TestCase's failure swallowed through pytest's

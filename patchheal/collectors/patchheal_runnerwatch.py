@@ -183,6 +183,7 @@ def make_runner_watch(modules: dict[str, Any], module_type: type) -> Any:
     """A checker `changed(full, item=None) -> [(label, object now)]` over the runner's
     modules; `item` is the running test's pytest item, if the runner said which."""
     class_dict = type.__dict__["__dict__"].__get__
+    class_qualname = type.__dict__["__qualname__"].__get__
     function_type = type(make_runner_watch)
     core = _Group()
     unit = _Group()
@@ -209,7 +210,9 @@ def make_runner_watch(modules: dict[str, Any], module_type: type) -> Any:
         held.append(cls)
         if owner in _UNITTEST_CLASSES:
             into = unit
-        qualname = space.get("__qualname__")
+        # The class's own name (C's getter: `__qualname__` is not in the class's dict), not
+        # the name it was first seen under (`_Result = unittest.result.TestResult`).
+        qualname = class_qualname(cls)
         name = f"{owner}.{qualname if type(qualname) is str else key}"
         for inner, value in list(dict.items(dict(space))):
             if type(inner) is str and type(value) not in _DATA:

@@ -92,6 +92,26 @@ def _stop_test(original: Any) -> Any:
     return stopTest
 
 
+def _called() -> None:
+    sys.audit(TEST_EVENT, "called", "", "")
+
+
+def _call_test_method(original: Any) -> Any:
+    """`TestCase._callTestMethod` that has the monitor check the runner the moment the test
+    method returns or raises, before unittest makes its outcome (a change the body made to
+    the outcome path, even one that puts itself back while the outcome is made, is still in
+    place here: patchheal_runnerwatch.py)."""
+
+    @functools.wraps(original)
+    def _callTestMethod(self: Any, method: Any) -> Any:
+        try:
+            return original(self, method)
+        finally:
+            _guard.run(_called)
+
+    return _callTestMethod
+
+
 def _wrap_outcome(name: str, outcome: str) -> Any:
     original = getattr(_Result, name)
 
@@ -165,6 +185,9 @@ def _install() -> None:
         setattr(_Result, name, wrapper)
     _Result.stopTestRun = stop  # type: ignore[method-assign]
     case = unittest.case.TestCase
+    call = vars(case).get("_callTestMethod")  # Python 3.8+; an async case has its own
+    if inspect.isfunction(call):
+        case._callTestMethod = _call_test_method(call)  # type: ignore[method-assign]
     for name, helper in list(vars(case).items()):
         if name.startswith(("assert", "fail")) and inspect.isfunction(helper):
             setattr(case, name, _evidence(helper))
