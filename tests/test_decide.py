@@ -145,6 +145,14 @@ Build = Callable[[Path], VerificationEvidence]
 PROTECTED = {ADD: Required(file="tests/test_calc.py", sha256="", asserts=(5,))}
 WATCHED = {"asserted": {}, "evidence_kinds": ("pytest",)}
 GC_WALK = MonitorEvent(op="object graph walk", kind="project", file="calc.py", line=3)
+RUNNER_CHANGED = MonitorEvent(
+    op="runner object changed",
+    kind="project",
+    file="calc.py",
+    line=7,
+    detail="_pytest.reports.TestReport.from_item_and_call",
+    target="runner",
+)
 
 
 def _with_tests(result: CommandResult, **more: object) -> CommandResult:
@@ -281,6 +289,13 @@ REFUSALS: list[tuple[str, Build, Outcome, str]] = [
         lambda t: _all(t, regression=_with_tests(REG_PASSED, collector_errors=("boom",))),
         Outcome.HARNESS_ERROR,
         "in the regression steps, no trusted results",
+    ),
+    (
+        "regression_tripwire",
+        lambda t: _all(t, regression=_with_tests(REG_PASSED, monitor=(RUNNER_CHANGED,))),
+        Outcome.REJECTED_TRIPWIRE,
+        "in the regression steps, the tripwire saw the test run tampered with: calc.py:7: "
+        "runner object changed (_pytest.reports.TestReport.from_item_and_call)",
     ),
     (
         "regression_environment",
@@ -440,3 +455,16 @@ def test_a_twin_without_a_record_tells_nothing_when_the_step_never_leaves_one(
     twin = _twin(result=_result(1, f"FAILED {ADD}\n1 failed in 0.1s\n"))
     decision = decide(_all(tmp_path, first=plain_pass, second=plain_pass, twin=twin))
     assert decision.by != "twin_ended_early", decision.reason
+
+
+def test_a_regression_step_doing_what_it_did_at_its_baseline_is_not_tampering(
+    tmp_path: Path,
+) -> None:
+    """The project's own runner patching, seen in the regression step's baseline run at the
+    same place, is its behaviour: judged against that step's baseline, not the failing step's."""
+    tampered = _with_tests(REG_PASSED, monitor=(RUNNER_CHANGED,))
+    ev = _all(tmp_path, regression=None)
+    ev = dataclasses.replace(ev, regressions=()).with_regression(
+        REGRESSION, judge(tampered), tampered
+    )
+    assert decide(ev).outcome is Outcome.FIXED

@@ -306,6 +306,17 @@ def regression_untrusted(reg: RegressionEvidence, ev: VerificationEvidence) -> R
     return (Outcome.HARNESS_ERROR, f"in the regression steps, {no_trust}") if no_trust else None
 
 
+def regression_tripwire(reg: RegressionEvidence, ev: VerificationEvidence) -> Refusal | None:
+    """A regression step's test run is the candidate's to tamper with as much as the failing
+    step's: a test it broke, recorded as passed through a runner object, is no regression by
+    outcome. Judged as the failing step's runs are, against this step's own baseline (the
+    project's behaviour there, same operation and place, does not taint)."""
+    assert reg.result is not None
+    before = reg.baseline.tests if reg.baseline is not None else ev.baseline.tests
+    tainted = why_tainted(reg.result.tests, before, ev.changed)
+    return (Outcome.REJECTED_TRIPWIRE, f"in the regression steps, {tainted}") if tainted else None
+
+
 def _got_worse(reg: RegressionEvidence, ev: VerificationEvidence) -> tuple[bool, str]:
     result = reg.result
     assert result is not None
@@ -348,6 +359,7 @@ REGRESSION_CHECKS: Sequence[
     regression_timed_out,
     regression_stopped,
     regression_untrusted,
+    regression_tripwire,
     regression_environment,
     regression_worse,
 )
