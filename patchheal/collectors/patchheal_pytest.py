@@ -101,8 +101,8 @@ def pytest_runtest_protocol(item: Any, nextitem: Any) -> Any:
     # Inside pytest's own wrapper (tryfirst), which has just armed the assertion-pass
     # callback for this test; it disarms it after the test, whatever happens here.
     _guard.run(_explain_passes_only_where_wanted, item)
-    # The monitor checks unittest's objects at this test's report only if its item is not
-    # a plain pytest function (patchheal_runnerwatch.py): it takes the item from pytest.
+    # The monitor checks unittest's objects for this test only if its item is not a plain
+    # pytest function (patchheal_runnerwatch.py): it takes the item from pytest, here.
     _guard.run(_stream_item, item)
     yield
 
@@ -206,9 +206,10 @@ def pytest_runtest_logreport(report: Any) -> None:
 
 
 def _logreport(report: Any) -> None:
-    # The runner is checked (once a test: its call, or a setup or teardown that did not
-    # pass) before the outcome is read: an attribute that answers "passed" once and then
-    # puts the class back is seen while it is still there.
+    # The runner is checked once a test before its outcome is read: the call's when its body
+    # is done (pytest_runtest_call above), a setup's or teardown's that did not pass here, so
+    # an attribute that answers "passed" once and then puts the class back is seen while it
+    # is still there.
     if report.when != "call" and report.outcome != "passed":
         _stream("report", report.nodeid)  # setup or teardown: the call's was checked above
     if report.when == "call":

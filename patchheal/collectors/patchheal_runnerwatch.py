@@ -18,12 +18,13 @@ Cost: a check first compares, in C and by identity, every value of the group's
 namespaces with what they held at the last check (one pass over their entry
 tables); only when anything differs does it look entry by entry. The modules a
 test's outcome goes through are checked once a test, when its body is done and
-before its outcome is made (patchheal_pytest.py's call wrapper): pytest's and
-pluggy's for every test, unittest's (and the classes of pytest's unittest
-plugin) only for a test that is not a plain pytest function, since only such a
-test's outcome goes through them. The rest are checked one
-sixteenth at a time in rotation, and everything at test-module compile time and
-when a record is signed (docs/verdict.md, "Outcomes the step cannot rewrite").
+before its outcome is made (patchheal_pytest.py's call wrapper, patchheal_unittest.py's
+`TestCase._callTestMethod`): pytest's and pluggy's for every test, unittest's (and
+the classes of pytest's unittest plugin) only for a test that is not a plain
+pytest function, since only such a test's outcome goes through them. The rest
+are checked one sixteenth at a time in rotation, and everything at test-module
+compile time and when a record is signed (docs/verdict.md, "Outcomes the step
+cannot rewrite").
 """
 
 from __future__ import annotations

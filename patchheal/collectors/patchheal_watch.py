@@ -361,7 +361,7 @@ def make_hook(
     def test_event(args: tuple[Any, ...], caller: Any) -> None:
         """A collector streams a test's start or outcome the moment the runner reports it."""
         what, test_id, outcome = args
-        if what == "item":  # pytest's item for the test about to run: which code it goes through
+        if type(what) is str and what == "item":  # pytest's item of the test about to run
             running_item[0] = outcome
             return
         if type(what) is not str or type(test_id) is not str or type(outcome) is not str:
