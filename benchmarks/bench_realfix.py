@@ -17,12 +17,16 @@ install (bench_context's `SETUP`):
    `verify_runs`, and whatever else verification runs), and must be `fixed`;
 3. a no-op candidate (a comment appended to a fix file) must be `no_effect`.
 
+With `--regression`, the job also has a regression step, the test's whole file
+(its baseline from the same reproduction), so the regression steps' lines of
+defence (the tripwire among them) meet every real fix too.
+
 A case counts when its step reproduced (failed on the pre-fix tree, patchable)
 and the fix's test passes on the fix's tree in a plain run (bench_context's
 "reproduced"); a false alarm is a counted fix not judged `fixed`.
 
 Run: python benchmarks/bench_realfix.py [--repo OWNER/NAME] [--per-repo N] [--runs DIR]
-     [--reproduced-in DIR] [-v]
+     [--reproduced-in DIR] [--regression] [-v]
 (`--runs DIR` keeps each case's outcome there and reuses it on the next call.)
 """
 
@@ -95,6 +99,7 @@ def judge_case(
     command: Command = _command,
     matches: Callable[[str, str], bool] = same_test,
     aside: bool = True,
+    regression: bool = False,
 ) -> Judged:
     """Reproduce, then the upstream fix and a no-op through `verify()`. `command` writes the
     step (pytest by default); `matches` says whether a failing id is the case's test;
@@ -115,11 +120,11 @@ def judge_case(
         if not isinstance(harness, DockerHarness):
             harness = harness(tree)
         workdir = harness.defn.sandbox.workdir
-        step = StepSpec(
-            name="unit", command=command(tree, config, [test.partition("::")[0]], workdir)
-        )
+        test_file = test.partition("::")[0]
+        step = StepSpec(name="unit", command=command(tree, config, [test_file], workdir))
+        regressions = (command(tree, config, [test_file], workdir),) if regression else ()
         try:
-            gate = reproduce(harness, step, tree, BUDGET, regression=())
+            gate = reproduce(harness, step, tree, BUDGET, regression=regressions)
             failing = gate.verdict.failing_tests
             targets = [t for t in failing if matches(t, test)]
             if targets and set(failing) != set(targets):
@@ -127,7 +132,7 @@ def judge_case(
                 # fix's own test, as a job whose CI ran it alone.
                 step = StepSpec(name="unit", command=command(tree, config, targets, workdir))
                 _pristine(tree)
-                gate = reproduce(harness, step, tree, BUDGET, regression=())
+                gate = reproduce(harness, step, tree, BUDGET, regression=regressions)
             klass = gate.classification.failure_class if gate.classification else None
             if gate.verdict.passed or gate.failure is None or klass not in PATCHABLE_CLASSES:
                 out.why = f"not reproduced: {klass or 'passed'} ({gate.verdict.reason[:120]})"
@@ -146,8 +151,8 @@ def judge_case(
                     BUDGET,
                     baseline=gate.verdict,
                     failure=gate.failure,
-                    regression=(),
-                    regression_baseline={},
+                    regression=regressions,
+                    regression_baseline=gate.regression_baseline,
                 )
                 setattr(out, f"{label}_outcome", outcome.value)
                 setattr(out, f"{label}_reason", reason[:300])
@@ -172,13 +177,17 @@ def _apply_noop(case: dict[str, object], git_dir: Path, tree: Path) -> None:
 
 
 def _cached(
-    case: dict[str, object], git_dir: Path, harness: DockerHarness, runs: Path | None
+    case: dict[str, object],
+    git_dir: Path,
+    harness: DockerHarness,
+    runs: Path | None,
+    regression: bool = False,
 ) -> Judged:
     path = runs / f"{str(case['fix'])[:12]}.json" if runs else None
     if path is not None and path.is_file():
         return Judged(**json.loads(path.read_text()))
     started = time.monotonic()
-    judged = judge_case(case, git_dir, harness)
+    judged = judge_case(case, git_dir, harness, regression=regression)
     judged.seconds = round(time.monotonic() - started, 1)
     if path is not None:
         path.write_text(json.dumps(asdict(judged)))
@@ -222,6 +231,11 @@ def main() -> int:
         type=Path,
         help="only the cases that reproduced in an earlier run's --runs directory",
     )
+    parser.add_argument(
+        "--regression",
+        action="store_true",
+        help="give each job a regression step too: the test's whole file (use its own --runs)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args()
     cases = json.loads(CORPUS.read_text())
@@ -254,7 +268,7 @@ def main() -> int:
                 job_id=f"bench-realfix-{repo.split('/')[1]}",
                 setup=SETUP[repo],
             )
-        judged = _cached(case, git_dir, harnesses[repo], args.runs)
+        judged = _cached(case, git_dir, harnesses[repo], args.runs, args.regression)
         results.append(judged)
         if args.verbose:
             what = (
