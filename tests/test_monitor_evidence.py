@@ -38,6 +38,18 @@ def _run(repo: Path, command: str) -> TestResults:
     return result.tests
 
 
+def _runner_changes(tests: TestResults) -> list[tuple[str, str, str]]:
+    """(what, blamed file, target) of each `runner object changed` event, in order."""
+    return [(e.detail, e.file, e.target) for e in tests.monitor if e.op == "runner object changed"]
+
+
+ADD_TEST = """
+from calc import add
+
+
+def test_add():
+    assert add(1, 2) == 3
+"""
 PYTEST = f"{sys.executable} -m pytest -q -p no:cacheprovider test_calc.py"
 UNITTEST = f"{sys.executable} -m unittest -v test_calc"
 CALC = "def add(a, b):\n    return a + b\n"
@@ -130,21 +142,12 @@ def test_a_runner_object_changed_is_named_with_its_file(tmp_path: Path) -> None:
         tmp_path,
         {
             "calc.py": textwrap.dedent(patch) + "\n\ndef add(a, b):\n    return a - b\n",
-            "test_calc.py": """
-                from calc import add
-
-
-                def test_add():
-                    assert add(1, 2) == 3
-            """,
+            "test_calc.py": ADD_TEST,
         },
     )
     tests = _run(repo, PYTEST)
     assert tests.outcomes == {"test_calc.py::test_add": "passed"}  # the trick worked ...
-    changed = [e for e in tests.monitor if e.op == "runner object changed"]
-    assert [(e.detail, e.file, e.target) for e in changed] == [
-        ("_pytest.reports.TestReport.__init__", "calc.py", "runner")
-    ]
+    assert _runner_changes(tests) == [("_pytest.reports.TestReport.__init__", "calc.py", "runner")]
     assert tests.asserted is not None  # ... but no assertion of the test was seen passing
     assert "test_calc.py::test_add" not in tests.asserted
 
@@ -180,19 +183,12 @@ def test_a_change_that_puts_itself_back_while_the_report_is_made_is_named(
         {
             "calc.py": textwrap.dedent(patch) + "\n\ndef add(a, b):\n    install()\n"
             "    return a - b\n",
-            "test_calc.py": """
-                from calc import add
-
-
-                def test_add():
-                    assert add(1, 2) == 3
-            """,
+            "test_calc.py": ADD_TEST,
         },
     )
     tests = _run(repo, PYTEST)
     assert tests.outcomes == {"test_calc.py::test_add": "passed"}  # the trick worked ...
-    changed = [e for e in tests.monitor if e.op == "runner object changed"]
-    assert [(e.detail, e.file, e.target) for e in changed][:1] == [
+    assert _runner_changes(tests)[:1] == [
         ("_pytest.reports.TestReport.from_item_and_call", "calc.py", "runner")
     ]
 
@@ -243,10 +239,7 @@ def test_a_testcase_body_cannot_put_a_change_back_while_the_outcome_is_made(
     )
     tests = _run(repo, command)
     assert set(tests.outcomes.values()) == {"passed"}  # the trick worked ...
-    changed = [e for e in tests.monitor if e.op == "runner object changed"]
-    assert [(e.detail, e.file, e.target) for e in changed][:1] == [
-        (f"{owner}.addFailure", "calc.py", "runner")
-    ]
+    assert _runner_changes(tests)[:1] == [(f"{owner}.addFailure", "calc.py", "runner")]
 
 
 def test_a_unittest_runner_object_changed_for_one_test_only_is_named(tmp_path: Path) -> None:
@@ -289,10 +282,9 @@ def test_a_unittest_runner_object_changed_for_one_test_only_is_named(tmp_path: P
     )
     tests = _run(repo, PYTEST)
     assert tests.outcomes["test_calc.py::T::test_add"] == "passed"  # the trick worked ...
-    changed = [e for e in tests.monitor if e.op == "runner object changed"]
     # ... and was seen at once: the session's last check could only see it put back, which
     # is named too (pytest's own function, back in its place).
-    assert [(e.detail, e.file, e.target) for e in changed][:1] == [
+    assert _runner_changes(tests)[:1] == [
         ("_pytest.unittest.TestCaseFunction.addFailure", "calc.py", "runner")
     ]
 
