@@ -187,7 +187,7 @@ def _install() -> None:
     case = unittest.case.TestCase
     call = vars(case).get("_callTestMethod")  # Python 3.8+; an async case has its own
     if inspect.isfunction(call):
-        case._callTestMethod = _call_test_method(call)  # type: ignore[method-assign]
+        case._callTestMethod = _call_test_method(call)  # type: ignore[attr-defined]
     for name, helper in list(vars(case).items()):
         if name.startswith(("assert", "fail")) and inspect.isfunction(helper):
             setattr(case, name, _evidence(helper))
