@@ -261,6 +261,37 @@ def test_setup_runs_once_per_dependency_fingerprint(
     second.close()
 
 
+def test_a_live_runs_dependency_image_is_spared_by_gc_and_rebuilt_when_removed(
+    python_image: str, python_def: HarnessDef, make_repo: Any
+) -> None:
+    """Invariant: `gc --images` never removes the dependency image a live run steps in,
+    and one removed anyway under it (`docker rmi`) is a cache miss built again, not a
+    crash of the run (CI saw the demo die when another test's gc pruned its image)."""
+    from patchheal.harness.engine import orphans
+
+    repo = python_project(make_repo)
+    said: list[str] = []
+    setup = [f"pip install -e . && echo installed {uuid.uuid4().hex}"]
+    h = DockerHarness(python_def, job_id=f"held-{os.getpid()}", setup=setup, say=said.append)
+    try:
+        image = h.run_image(repo)
+        assert image.startswith(f"{ownership.DEPS_REPOSITORY}/")
+        prunable = {o.name for o in orphans.dependency_images(h.client)}
+        assert image not in prunable
+        containers.remove_image(h.client, image)
+        said.clear()
+        result = run(h, repo, "python -m pytest -q")
+        assert "1 passed" in result.output, result.output
+        assert any("is gone: installing again" in s for s in said), said
+        assert any("installed" in s for s in said)
+    finally:
+        client = h.client
+        h.close()
+    # Released with the run: a cache again, gc's to prune.
+    assert image in {o.name for o in orphans.dependency_images(client)}
+    containers.remove_image(client, image)
+
+
 def test_git_works_inside_the_step_and_sees_only_the_base(
     harness: DockerHarness, make_repo: Any, tmp_path: Path
 ) -> None:

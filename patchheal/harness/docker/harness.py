@@ -20,11 +20,11 @@ import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 from patchheal.harness.base import OutputSink
 from patchheal.harness.config import HarnessDef
-from patchheal.harness.engine import dockerapi, ownership, sandbox, treesize
+from patchheal.harness.engine import dockerapi, hostdirs, ownership, sandbox, treesize
 from patchheal.harness.engine.session import SandboxSession
 from patchheal.harness.images import build as images
 from patchheal.harness.images.build import Say
@@ -78,6 +78,8 @@ class DockerHarness:
         self._generated: dict[str, list[generated.Generated]] = {}
         self._boxes: dict[Path, SandboxSession] = {}
         self._sources = CommittedSources()
+        # The dependency images this run steps in: `gc --images` spares them.
+        self._holds: dict[str, IO[str]] = {}
 
     @property
     def client(self) -> DockerClient:
@@ -110,6 +112,12 @@ class DockerHarness:
         # Cheap to recompute (a few small files), and it notices a lockfile
         # that changed under the same worktree path.
         key = (worktree, deps.fingerprint(source, self.defn, self._setup, "", user, build_env))
+        known = self._envs.get(key)
+        if known is not None and known != self.image() and not images.exists(self.client, known):
+            # Removed under a live run (`docker rmi`; gc spares what a run holds): a cache
+            # miss, built again, not a failed step.
+            self._say(f"the dependency image {known} is gone: installing again")
+            del self._envs[key]
         if key not in self._envs:
             self._envs[key] = deps.ensure_env(
                 self.client,
@@ -123,9 +131,14 @@ class DockerHarness:
                 say=self._say,
                 timeout=self._setup_timeout,
                 build_env=build_env,
+                hold=self._hold,
             )
         self._lay_generated(worktree, self._envs[key])
         return self._envs[key]
+
+    def _hold(self, tag: str) -> None:
+        if tag not in self._holds:
+            self._holds[tag] = hostdirs.hold(tag)
 
     def _build_env(self, worktree: Path, source: Path) -> dict[str, str]:
         """The version overrides a CI checkout's tags give `worktree`'s build (scmversion.py);
@@ -237,6 +250,9 @@ class DockerHarness:
             box.close()
         self._boxes.clear()
         self._sources.close()
+        for handle in self._holds.values():
+            handle.close()
+        self._holds.clear()
         if self._client is not None:
             try:
                 self._client.close()

@@ -22,6 +22,7 @@ import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 # Container paths of what the host lends a container, read-only.
 WHEELHOUSE = "/opt/patchheal/wheelhouse"
@@ -113,3 +114,32 @@ def file_lock(name: str) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _hold_path(name: str) -> Path:
+    # Apart from the build locks: gc reads any held build lock as a build in progress.
+    return cache_dir() / "holds" / f"{name.replace('/', '_').replace(':', '_')}.lock"
+
+
+def hold(name: str) -> IO[str]:
+    """A shared lock on `name`, kept until the returned handle is closed (or its process
+    dies): while any process holds it, `held(name)` is True everywhere on this host."""
+    path = _hold_path(name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = path.open("a")
+    fcntl.flock(handle, fcntl.LOCK_SH)
+    return handle
+
+
+def held(name: str) -> bool:
+    """True while a `hold` on `name` is open, in this process or any other."""
+    path = _hold_path(name)
+    if not path.is_file():
+        return False
+    with path.open("a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    return False

@@ -76,7 +76,9 @@ def dependency_images(client: DockerClient) -> list[Orphan]:
         for image in dockerapi.call(client.images.list, name=f"{DEPS_REPOSITORY}/*")
         if image.id not in used
         for tag in image.tags
-        if tag.startswith(f"{DEPS_REPOSITORY}/")  # the same image may carry other tags
+        # The same image may carry other tags; a live run holds the one it steps in
+        # between two containers (DockerHarness.run_image), when no container uses it.
+        if tag.startswith(f"{DEPS_REPOSITORY}/") and not hostdirs.held(tag)
     ]
 
 

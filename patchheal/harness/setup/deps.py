@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -118,14 +118,17 @@ def ensure_env(
     say: Say = lambda _msg: None,
     timeout: float = 1800.0,
     build_env: Mapping[str, str] | None = None,
+    hold: Callable[[str], object] = lambda _tag: None,
 ) -> str:
-    """The image steps run in: `image` plus the installed dependencies."""
+    """The image steps run in: `image` plus the installed dependencies. `hold` is called
+    with its tag before it is looked up (so `gc --images` spares it from then on)."""
     if not needs_env(defn, setup):
         return image
     image_id = dockerapi.call(client.images.get, image).id
     build_env = dict(build_env or {})
     key = fingerprint(worktree, defn, setup, image_id, user, build_env)
     tag = f"{DEPS_REPOSITORY}/{defn.name}:{key[:16]}"
+    hold(tag)
     if images.exists(client, tag):
         return tag
     with hostdirs.file_lock(tag.replace("/", "_").replace(":", "_")):
