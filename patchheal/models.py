@@ -177,6 +177,12 @@ class TestResults(_Model):
     monitor: tuple[MonitorEvent, ...] = Field(
         (), description="sensitive operations the tripwire saw project code perform"
     )
+    unstable: tuple[str, ...] = Field(
+        (),
+        description="a regression baseline's ids that a second run of the base did not give "
+        "again with the same outcome (a flaky test, an id made from the clock): compared by "
+        "count, not by id",
+    )
     asserted: dict[str, tuple[str, ...]] | None = Field(
         None,
         exclude=True,  # evidence for the verification that ran it, not kept with a verdict

@@ -27,7 +27,7 @@ from patchheal.models import (
     Verdict,
 )
 from patchheal.verdict.judge import judge
-from patchheal.verdict.regression import judge_regression
+from patchheal.verdict.regression import judge_regression, steadied
 from patchheal.verdict.trust import untrusted
 
 # A step that passes on reproduction is rerun this many times to tell a
@@ -202,8 +202,14 @@ def _regression_baselines(
     harness: Harness, regression: Sequence[str], tree: Path, budget: BudgetSpec
 ) -> dict[str, Verdict]:
     """The verdict each regression step is compared with: e.g. a DAG file that does not
-    parse at base is known here, so it is not blamed on a patch."""
-    return {
-        command: judge_regression(_run(harness, command, tree, budget), tree, None)
-        for command in regression
-    }
+    parse at base is known here, so it is not blamed on a patch. With `flaky_reruns`, the
+    base is run twice, and what the two runs do not agree on (a flaky test, an id made
+    from the clock) is not compared by id (`steadied`)."""
+    baselines: dict[str, Verdict] = {}
+    for command in regression:
+        first = judge_regression(_run(harness, command, tree, budget), tree, None)
+        if budget.flaky_reruns:
+            again = judge_regression(_run(harness, command, tree, budget), tree, None)
+            first = steadied(first, again)
+        baselines[command] = first
+    return baselines

@@ -93,7 +93,12 @@ def got_worse(before: TestResults | None, after: TestResults | None) -> list[str
         why.append(untrusted(after) or "")
     if after.rejected or after.tampered:
         why.append(f"untrusted results: {_listed([*after.rejected, *after.tampered])}")
-    lost = [t for t in before.with_outcome("passed") if after.outcomes.get(t) != "passed"]
+    unstable = set(before.unstable)
+    lost = [
+        t
+        for t in before.with_outcome("passed")
+        if after.outcomes.get(t) != "passed" and t not in unstable
+    ]
     if lost:
         why.append(f"passed before, not now: {_listed(lost, 5)}")
     if after.ran < before.ran:
