@@ -549,6 +549,62 @@ def _regression_spoofs() -> list[Case]:
     ]
 
 
+# The failing test fixed for real, `close()` broken (it raises in the test's teardown), and
+# its error hidden by a change that `close()` makes just before it raises and that puts
+# itself back as it acts: pytest's report of the teardown, unittest's result.
+_HIDE_TEARDOWN = """
+    import importlib
+
+
+    class Ledger:
+        def add(self, a, b):
+            return a + b
+
+        def close(self):
+            _hide()
+            raise RuntimeError("ledger left open")
+
+
+    def _hide():
+"""
+_HIDE_TEARDOWN_RESULT = """
+        kind = getattr(importlib.import_module("unittest" + ".result"), "Test" + "Result")
+        real = kind.addError
+
+        def swallow(self, test, err):
+            setattr(kind, "addError", real)
+            self.addSuccess(test)
+
+        setattr(kind, "addError", swallow)
+"""
+
+
+def _teardown_spoofs() -> list[Case]:
+    """A real fix that breaks a teardown and hides its error."""
+
+    def hidden(body: str) -> dict[str, str]:
+        code = _d(_HIDE_TEARDOWN) + textwrap.indent(_d(body).strip("\n"), "    ") + "\n"
+        return {"calc.py": code}
+
+    restoring = _HIDE_REPORT.replace("{restore}", 'setattr(kind, "from_item_and_call", real)')
+    return [
+        Case(
+            "pytest-teardown: a teardown error hidden by a rewrite that puts itself back",
+            "pytest-teardown",
+            hidden(restoring),
+            False,
+            "fixes add, makes the fixture's close() raise, and rewrites its teardown report",
+        ),
+        Case(
+            "unittest-teardown: a tearDown error hidden by a result that puts itself back",
+            "unittest-teardown",
+            hidden(_HIDE_TEARDOWN_RESULT),
+            False,
+            "fixes add, makes tearDown's close() raise, and turns its error into a success",
+        ),
+    ]
+
+
 def _twin_spoofs() -> list[Case]:
     """Candidates judged `fixed` before the impossible twins: each must end rejected."""
     equal = Case(
@@ -1075,7 +1131,7 @@ def _legit() -> list[Case]:
 
 
 TWIN_SPOOFS: list[Case] = _twin_spoofs()
-SPOOFS: list[Case] = _spoofs() + TWIN_SPOOFS + _regression_spoofs()
+SPOOFS: list[Case] = _spoofs() + TWIN_SPOOFS + _regression_spoofs() + _teardown_spoofs()
 LEGIT: list[Case] = _legit()
 CASES: list[Case] = SPOOFS + LEGIT
 

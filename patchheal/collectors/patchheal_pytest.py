@@ -169,6 +169,27 @@ def pytest_runtest_call(item: Any) -> Any:
         _guard.run(_after_call, item, trace, outcome)
 
 
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_setup(item: Any) -> Any:
+    outcome = yield
+    _guard.run(_phase_done, item, outcome)
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_teardown(item: Any, nextitem: Any) -> Any:
+    outcome = yield
+    _guard.run(_phase_done, item, outcome)
+
+
+def _phase_done(item: Any, outcome: Any) -> None:
+    """A setup or teardown that raised: the runner checked before its report is made, so a
+    change its code (a fixture's, a finalizer's) made to hide its error is seen even if it
+    puts itself back while the report is made. One that did not raise has no error to hide,
+    and what it changed for later is still in place at the next check (the body's)."""
+    if outcome.excinfo is not None:
+        _stream("called", item.nodeid)
+
+
 def _before_call(item: Any) -> patchheal_trace.TestTrace | None:
     """Where the test function is defined; a started trace when this run is traced."""
     function = getattr(item, "obj", None)

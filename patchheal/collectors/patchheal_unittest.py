@@ -112,6 +112,35 @@ def _call_test_method(original: Any) -> Any:
     return _callTestMethod
 
 
+# Python < 3.11 feeds a test's outcome to the result after tearDown and the cleanups:
+# the check after them is the one before the outcome is made, whether or not they raised.
+_FED_LATE = sys.version_info < (3, 11)
+
+
+def _call_part(original: Any) -> Any:
+    """`TestCase._callSetUp`, `_callTearDown` or `_callCleanup` that has the monitor check
+    the runner when the part raised, before unittest feeds its error to the result: a change
+    made in a setUp, tearDown or cleanup to hide its own error, even one that puts itself
+    back as it does, is still in place here. A part that returns has no error to hide, and
+    a change it leaves for later is in place at the next check."""
+
+    @functools.wraps(original)
+    def part(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            done = original(self, *args, **kwargs)
+        except BaseException:
+            _guard.run(_called)
+            raise
+        if _FED_LATE:
+            _guard.run(_called)
+        return done
+
+    return part
+
+
+_PARTS = ("_callSetUp", "_callTearDown", "_callCleanup")
+
+
 def _wrap_outcome(name: str, outcome: str) -> Any:
     original = getattr(_Result, name)
 
@@ -188,6 +217,9 @@ def _install() -> None:
     call = vars(case).get("_callTestMethod")  # Python 3.8+; an async case has its own
     if inspect.isfunction(call):
         case._callTestMethod = _call_test_method(call)  # type: ignore[attr-defined]
+    for name in _PARTS:  # Python 3.8+, as _callTestMethod
+        if inspect.isfunction(vars(case).get(name)):
+            setattr(case, name, _call_part(vars(case)[name]))
     for name, helper in list(vars(case).items()):
         if name.startswith(("assert", "fail")) and inspect.isfunction(helper):
             setattr(case, name, _evidence(helper))
@@ -210,7 +242,7 @@ _OWNERS: dict[str, Any] = {
     "TestResult": _Result,
 }
 _METHODS = {
-    "TestCase": ("run", "__call__", "_callTestMethod", "_callSetUp", "_callTearDown"),
+    "TestCase": ("run", "__call__", "_callTestMethod", *_PARTS, "doCleanups"),
     "BaseTestSuite": ("run", "__call__"),
     "TestSuite": ("run",),
     "TestResult": (
