@@ -256,7 +256,8 @@ class BudgetSpec(_Spec):
         ge=0,
         le=20,
         description="extra reproduction runs of a failing step before any patch: a pass "
-        "among them makes the step flaky (never patched)",
+        "among them makes the step flaky (never patched); when ≥ 1, each regression step's "
+        "baseline is two runs of the base, and what they disagree on is compared by count",
     )
     verify_runs: int = Field(
         2, ge=1, le=10, description="runs of the failing step per candidate; every one must pass"
