@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tests.hostile import inside, outside, twinsense
+from tests.hostile import breakage, inside, outside, twinsense
 
 
 @dataclass(frozen=True)
@@ -74,6 +74,11 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("key", "proc-environ", BOTH, outside.KEY_PROC, "key"),
     Variant("key", "collector-memory", BOTH, outside.KEY_MEMORY, "key"),
     Variant("key", "collector-signer", BOTH, outside.KEY_SIGNER, "key"),
+    # The bug fixed, another test broken and recorded as passed.
+    Variant("hidden-breakage", "report-init", PYTEST, breakage.REPORT_INIT, "runs"),
+    Variant("hidden-breakage", "report-restoring", PYTEST, breakage.REPORT_RESTORING, "runs"),
+    Variant("hidden-breakage", "text-result", UNITTEST, breakage.TEXT_RESULT, "runs"),
+    Variant("hidden-breakage", "result-restoring", UNITTEST, breakage.RESULT_RESTORING, "runs"),
     # Cheat everywhere but in the impossible twin, told apart by what a file shows.
     Variant("twin-content", "read-test-file", BOTH, twinsense.BY_CONTENT, "runs"),
     Variant("twin-size", "stat-size", BOTH, twinsense.BY_SIZE, "runs"),
