@@ -8,7 +8,6 @@ Real pytest runs in the local harness over a real git worktree, through the coll
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from patchheal.loop.verification import verify
 from patchheal.models import Outcome, TestCounts, TestResults, Verdict
 from patchheal.verdict.judge import worse
 from patchheal.verdict.regression import steadied
+from tests.conftest import RepoFactory
 
 CALC = """\
 def add(a, b):
@@ -72,17 +72,8 @@ REGRESSION = (f"{sys.executable} -m pytest -q -p no:cacheprovider tests/test_sta
 BUDGET = BudgetSpec(verify_runs=1, flaky_reruns=1, step_timeout_seconds=120)
 
 
-def _repo(tmp_path: Path, files: dict[str, str]) -> Path:
-    tree = tmp_path / "tree"
-    for name, text in {"calc.py": CALC, "tests/test_add.py": TEST_ADD, **files}.items():
-        (tree / name).parent.mkdir(parents=True, exist_ok=True)
-        (tree / name).write_text(text)
-    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "base"]):
-        subprocess.run(
-            ["git", "-c", "user.name=t", "-c", "user.email=t@t.invalid", *args],
-            cwd=tree, check=True,
-        )  # fmt: skip
-    return tree
+def _repo(make_repo: RepoFactory, files: dict[str, str]) -> Path:
+    return make_repo({"calc.py": CALC, "tests/test_add.py": TEST_ADD, **files})
 
 
 def _heal(tree: Path, candidate: str, budget: BudgetSpec = BUDGET) -> tuple[Outcome, str]:
@@ -100,40 +91,44 @@ def _heal(tree: Path, candidate: str, budget: BudgetSpec = BUDGET) -> tuple[Outc
 
 
 def test_the_real_fix_is_fixed_though_the_regression_steps_ids_come_from_the_clock(
-    tmp_path: Path,
+    make_repo: RepoFactory,
 ) -> None:
-    outcome, reason = _heal(_repo(tmp_path, {"tests/test_stamped.py": TEST_STAMPED}), FIXED)
+    outcome, reason = _heal(_repo(make_repo, {"tests/test_stamped.py": TEST_STAMPED}), FIXED)
     assert outcome is Outcome.FIXED, reason
 
 
-def test_with_one_run_of_the_base_the_clocks_ids_are_lost_by_id(tmp_path: Path) -> None:
+def test_with_one_run_of_the_base_the_clocks_ids_are_lost_by_id(make_repo: RepoFactory) -> None:
     """The converse, and what `flaky_reruns = 0` gives up: one run of the base cannot tell
     an id made from the clock from a test that stopped passing."""
-    tree = _repo(tmp_path, {"tests/test_stamped.py": TEST_STAMPED})
+    tree = _repo(make_repo, {"tests/test_stamped.py": TEST_STAMPED})
     outcome, reason = _heal(tree, FIXED, BUDGET.model_copy(update={"flaky_reruns": 0}))
     assert outcome is Outcome.REGRESSION, reason
     assert "passed before, not now: tests/test_stamped.py::test_mul_at[" in reason
 
 
-def test_a_fix_that_breaks_a_test_with_a_clock_made_id_is_a_regression(tmp_path: Path) -> None:
+def test_a_fix_that_breaks_a_test_with_a_clock_made_id_is_a_regression(
+    make_repo: RepoFactory,
+) -> None:
     broken = FIXED.replace("return a * b", "return a * b if a != 3 else 0")
-    outcome, reason = _heal(_repo(tmp_path, {"tests/test_stamped.py": TEST_STAMPED}), broken)
+    outcome, reason = _heal(_repo(make_repo, {"tests/test_stamped.py": TEST_STAMPED}), broken)
     assert outcome is Outcome.REGRESSION, reason
     assert "passed before, fails now" in reason
     assert "test_mul_at[3-3-9-" in reason
 
 
-def test_a_fix_that_makes_a_clock_made_test_vanish_is_a_regression(tmp_path: Path) -> None:
+def test_a_fix_that_makes_a_clock_made_test_vanish_is_a_regression(
+    make_repo: RepoFactory,
+) -> None:
     """The project's own values name the parameters: a candidate that drops one makes
     fewer tests run, which the counts see though the ids are not compared."""
     hidden = FIXED.replace("return [(2, 3, 6), (3, 3, 9)]", "return [(2, 3, 6)]")
-    outcome, reason = _heal(_repo(tmp_path, {"tests/test_stamped.py": TEST_STAMPED}), hidden)
+    outcome, reason = _heal(_repo(make_repo, {"tests/test_stamped.py": TEST_STAMPED}), hidden)
     assert outcome is Outcome.REGRESSION, reason
     assert "fewer tests" in reason
 
 
 def test_a_test_that_failed_in_one_run_of_the_base_is_not_blamed_on_the_fix(
-    tmp_path: Path,
+    make_repo: RepoFactory, tmp_path: Path
 ) -> None:
     """A flaky regression test (it fails on the base's second run only, and in the
     candidate's run): the fix is `fixed`, not a regression."""
@@ -153,7 +148,7 @@ def test_sometimes():
 def test_always():
     assert True
 """
-    outcome, reason = _heal(_repo(tmp_path, {"tests/test_stamped.py": flaky}), FIXED)
+    outcome, reason = _heal(_repo(make_repo, {"tests/test_stamped.py": flaky}), FIXED)
     assert counter.read_text() == "3"  # two runs of the base, the candidate's third
     assert outcome is Outcome.FIXED, reason
 

@@ -506,16 +506,18 @@ _HIDE_REPORT = """
 
         setattr(kind, "from_item_and_call", classmethod(made))
 """
-_HIDE_RESULT = """
+# {method}: the result method that reports it (addFailure, addError).
+_HIDE_BY = """
         kind = getattr(importlib.import_module("unittest" + ".result"), "Test" + "Result")
-        real = kind.addFailure
+        real = kind.{method}
 
         def swallow(self, test, err):
-            setattr(kind, "addFailure", real)
+            setattr(kind, "{method}", real)
             self.addSuccess(test)
 
-        setattr(kind, "addFailure", swallow)
+        setattr(kind, "{method}", swallow)
 """
+_HIDE_RESULT = _HIDE_BY.format(method="addFailure")
 
 
 def _hidden(body: str) -> dict[str, str]:
@@ -567,16 +569,7 @@ _HIDE_TEARDOWN = """
 
     def _hide():
 """
-_HIDE_TEARDOWN_RESULT = """
-        kind = getattr(importlib.import_module("unittest" + ".result"), "Test" + "Result")
-        real = kind.addError
-
-        def swallow(self, test, err):
-            setattr(kind, "addError", real)
-            self.addSuccess(test)
-
-        setattr(kind, "addError", swallow)
-"""
+_HIDE_TEARDOWN_RESULT = _HIDE_BY.format(method="addError")
 
 
 def _teardown_spoofs() -> list[Case]:

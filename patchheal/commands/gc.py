@@ -29,7 +29,8 @@ from patchheal.runs import DEFAULT_DB_SHOWN, default_db
     "--images",
     "prune_images",
     is_flag=True,
-    help="Also remove cached dependency images (patchheal-deps/*); rebuilt on demand.",
+    help="Also remove cached dependency images (patchheal-deps/*) that no live run is "
+    "using; rebuilt on demand.",
 )
 @click.option("--json", "as_json", is_flag=True, help="one JSON object per line")
 def gc(dry_run: bool, db: str, prune_images: bool, as_json: bool) -> None:

@@ -134,8 +134,11 @@ def hold(name: str) -> IO[str]:
 def held(name: str) -> bool:
     """True while a `hold` on `name` is open, in this process or any other."""
     path = _hold_path(name)
-    if not path.is_file():
-        return False
+    return path.is_file() and locked(path)
+
+
+def locked(path: Path) -> bool:
+    """True while any open handle holds a lock on the lock file `path` (never waits)."""
     with path.open("a") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -9,7 +9,6 @@ apart from a live one even after its pid was reused.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import socket
@@ -85,14 +84,7 @@ def dependency_images(client: DockerClient) -> list[Orphan]:
 def _any_build_running() -> bool:
     """True when another process holds one of the build locks."""
     lock_dir = hostdirs.cache_dir() / "locks"
-    for path in lock_dir.glob("*.lock") if lock_dir.is_dir() else []:
-        with path.open("a") as handle:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return True
-            fcntl.flock(handle, fcntl.LOCK_UN)
-    return False
+    return any(map(hostdirs.locked, lock_dir.glob("*.lock") if lock_dir.is_dir() else []))
 
 
 def remove(client: DockerClient, orphan: Orphan) -> None:
