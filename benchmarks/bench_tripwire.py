@@ -4,7 +4,9 @@
    in the local harness: hostile candidates tried / judged fixed by family and runner,
    legitimate fixes judged fixed.
 2. The monitor's slowdown of a clean test suite: click's own tests (from the local
-   mirror, /work/.mirror/pallets+click) run by pytest with the collectors, in pairs
+   mirror, /work/.mirror/pallets+click) run by pytest with the collectors (with
+   `--unittest`, more-itertools' TestCases run by `python -m unittest`, as its CI runs
+   them: every test a TestCase, under the unittest runner), in pairs
    (one run with the tripwire armed, one with a stub in its place, same collectors
    otherwise; which goes first alternates), from one run. The figure is the median of
    the pairs' ratios: this machine's speed drifts by up to a quarter within minutes
@@ -15,6 +17,7 @@
     python benchmarks/bench_tripwire.py                 # both
     python benchmarks/bench_tripwire.py --no-battery    # the slowdown only
     python benchmarks/bench_tripwire.py --runs 9        # more timing pairs (default 7)
+    python benchmarks/bench_tripwire.py --no-battery --unittest   # a unittest suite's
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -39,7 +43,29 @@ from patchheal.harness.results.collectors import COLLECTORS
 from tests.tripwire_battery import CASES
 from tests.verdict_battery import Judged, evaluate
 
-CLICK_MIRROR = Path("/work/.mirror/pallets+click/repo")
+
+@dataclass(frozen=True)
+class Suite:
+    """A clean suite timed with and without the monitor: its mirror, runner, source."""
+
+    name: str
+    mirror: Path
+    command: tuple[str, ...]
+    source: str  # the PYTHONPATH entry, relative to the checkout
+
+
+CLICK = Suite(
+    "click",
+    Path("/work/.mirror/pallets+click/repo"),
+    ("-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"),
+    "src",
+)
+MORE_ITERTOOLS = Suite(
+    "more-itertools",
+    Path("/work/.mirror/more-itertools+more-itertools/repo"),
+    ("-m", "unittest", "-q"),
+    ".",
+)
 _STUB = '''"""The tripwire disarmed, for timing only: the token is taken, no audit hook is added."""
 import os
 
@@ -83,18 +109,18 @@ def _cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _suite_seconds(project: Path, collectors: Path) -> tuple[float, float]:
+def _suite_seconds(suite: Suite, project: Path, collectors: Path) -> tuple[float, float]:
     """Wall and CPU seconds of one run of the suite (CPU time: less at the mercy of load)."""
     channel = ResultsChannel()
     try:
         env = channel.environment(
-            {**os.environ, "PYTHONPATH": str(project / "src")},
+            {**os.environ, "PYTHONPATH": str(project / suite.source)},
             results_dir=str(channel.host_dir),
             collectors=str(collectors),
         )
         started, cpu = time.perf_counter(), _cpu()
         done = subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+            [sys.executable, *suite.command],
             cwd=project,
             env=env,
             capture_output=True,
@@ -102,18 +128,18 @@ def _suite_seconds(project: Path, collectors: Path) -> tuple[float, float]:
         )
         seconds, cpu = time.perf_counter() - started, _cpu() - cpu
         if done.returncode != 0:
-            raise SystemExit(f"click's suite failed:\n{done.stdout[-2000:]}")
+            raise SystemExit(f"{suite.name}'s suite failed:\n{(done.stdout + done.stderr)[-2000:]}")
         return seconds, cpu
     finally:
         channel.close()
 
 
-def slowdown(runs: int) -> list[str]:
-    if not CLICK_MIRROR.is_dir():
-        return [f"SKIP slowdown: no mirror at {CLICK_MIRROR}"]
-    with tempfile.TemporaryDirectory(prefix="bench-tripwire-click-") as tmp:
-        project = Path(tmp) / "click"
-        subprocess.run(["git", "clone", "-q", str(CLICK_MIRROR), str(project)], check=True)
+def slowdown(runs: int, suite: Suite = CLICK) -> list[str]:
+    if not suite.mirror.is_dir():
+        return [f"SKIP slowdown: no mirror at {suite.mirror}"]
+    with tempfile.TemporaryDirectory(prefix=f"bench-tripwire-{suite.name}-") as tmp:
+        project = Path(tmp) / suite.name
+        subprocess.run(["git", "clone", "-q", str(suite.mirror), str(project)], check=True)
         commit = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], cwd=project, capture_output=True, text=True
         ).stdout.strip()
@@ -122,15 +148,17 @@ def slowdown(runs: int) -> list[str]:
         (stub / "patchheal_monitor.py").write_text(_STUB)
         armed: list[tuple[float, float]] = []
         disarmed: list[tuple[float, float]] = []
-        _suite_seconds(project, COLLECTORS)  # warm the file cache and the .pyc files
+        _suite_seconds(suite, project, COLLECTORS)  # warm the file cache and the .pyc files
         for run in range(runs):
             if run % 2 == 0:
-                armed.append(_suite_seconds(project, COLLECTORS))
-                disarmed.append(_suite_seconds(project, stub))
+                armed.append(_suite_seconds(suite, project, COLLECTORS))
+                disarmed.append(_suite_seconds(suite, project, stub))
             else:
-                disarmed.append(_suite_seconds(project, stub))
-                armed.append(_suite_seconds(project, COLLECTORS))
-    lines = [f"click {commit} test suite, {runs} pairs (armed, disarmed; first alternating):"]
+                disarmed.append(_suite_seconds(suite, project, stub))
+                armed.append(_suite_seconds(suite, project, COLLECTORS))
+    lines = [
+        f"{suite.name} {commit} test suite, {runs} pairs (armed, disarmed; first alternating):"
+    ]
     for index, what in enumerate(("wall", "CPU")):
         ratios = sorted(a[index] / d[index] for a, d in zip(armed, disarmed, strict=True))
         with_hook = statistics.median(run[index] for run in armed)
@@ -148,12 +176,15 @@ def main() -> int:
     parser.add_argument("--no-battery", action="store_true")
     parser.add_argument("--no-slowdown", action="store_true")
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument(
+        "--unittest", action="store_true", help="time more-itertools' unittest suite, not click's"
+    )
     args = parser.parse_args()
     lines: list[str] = []
     if not args.no_battery:
         lines += battery()
     if not args.no_slowdown:
-        lines += slowdown(args.runs)
+        lines += slowdown(args.runs, MORE_ITERTOOLS if args.unittest else CLICK)
     print("\n".join(lines))
     return 1 if any(line.startswith("WRONG") for line in lines) else 0
 
