@@ -105,7 +105,7 @@ def test_pytest_collector_changes_no_outcome(
     assert cell.identical, _explain(cell)
 
 
-@pytest.mark.parametrize("minor", [9, 11, 12, 13])
+@pytest.mark.parametrize("minor", [9, 10, 11, 12, 13])
 def test_unittest_collector_changes_no_outcome(minor: int, tmp_path: Path) -> None:
     """Under `python -m unittest`, the unittest collector leaves every outcome and the exit
     code as unittest gives them and records exactly those (a by-name stand-in under the

@@ -103,13 +103,35 @@ def _all(
 def test_complete_evidence_that_nothing_refuses_is_fixed(tmp_path: Path) -> None:
     decision = decide(_all(tmp_path))
     assert decision.outcome is Outcome.FIXED
+    # Each step told with its own counts: the failing step's, then the regression step's.
     assert decision.reason.startswith(
-        "the failing step passes and the regression steps did not get worse: 2 passed"
+        "the failing step passes: 2 passed; the regression step did not get worse: 1 passed;"
     )
     assert "its impossible twin failed as it must (run 2 of 3, 1 test(s) changed)" in (
         decision.reason
     )
     assert decision.by == ""
+
+
+def test_a_fix_tells_the_regression_steps_counts_beside_their_baselines(tmp_path: Path) -> None:
+    """A regression step that failed at base and passes now is told with both counts."""
+    base_failed = _result(
+        1,
+        "1 failed, 1 passed in 0.1s\n",
+        tests=_tests({"tests/test_other.py::t": "passed", "tests/test_other.py::u": "failed"}),
+    )
+    now = _result(
+        0,
+        "2 passed in 0.1s\n",
+        tests=_tests({"tests/test_other.py::t": "passed", "tests/test_other.py::u": "passed"}),
+    )
+    ev = _start(tmp_path).with_run(PASSED).with_twin(_twin()).with_run(PASSED)
+    ev = ev.with_regression(REGRESSION, judge(base_failed), now)
+    decision = decide(ev)
+    assert decision.outcome is Outcome.FIXED, decision.reason
+    told = decision.reason.split("; ")[1]
+    assert told.startswith("the regression step did not get worse: 2 passed (at base: "), told
+    assert "1 failed" in told, told
 
 
 def test_evidence_still_being_gathered_is_not_decided(tmp_path: Path) -> None:

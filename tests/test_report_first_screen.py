@@ -91,7 +91,9 @@ def test_markdown_first_screen_answers_in_order(healed: dict[str, Path]) -> None
             "-    if quantity > 10:",
             "+    if quantity >= 10:",
             "**Why it is believed**",
-            "- the failing step passes and the regression steps did not get worse",
+            "- the failing step passes: 1 passed",
+            # The regression step told with its own counts, not the failing step's.
+            "- the regression step did not get worse: 5 passed (at base: 1 failed, 4 passed",
             "- its impossible twin failed as it must",
             "**The proposer's explanation** (patchfiles (06-fix_boundary.patch)): the 10 % tier "
             "starts at 10 items inclusive, as documented",

@@ -201,6 +201,37 @@ LEDGER_UNITTEST_TESTS = _d("""
             self.assertEqual(self.ledger.add(2, 3), 5)
 """)
 
+# The same two, as an asynchronous TestCase: it calls its method, asyncSetUp and
+# asyncTearDown its own way (through its event loop), not through TestCase's.
+ASYNC_UNITTEST_TESTS = _d("""
+    import unittest
+
+    from calc import add, mul
+
+
+    class CalcTest(unittest.IsolatedAsyncioTestCase):
+        async def test_add(self):
+            self.assertEqual(add(2, 3), 5)
+
+        async def test_mul(self):
+            self.assertEqual(mul(2, 3), 6)
+""")
+ASYNC_LEDGER_UNITTEST_TESTS = _d("""
+    import unittest
+    from calc import Ledger
+
+
+    class LedgerTest(unittest.IsolatedAsyncioTestCase):
+        async def asyncSetUp(self):
+            self.ledger = Ledger()
+
+        async def asyncTearDown(self):
+            self.ledger.close()
+
+        async def test_add(self):
+            self.assertEqual(self.ledger.add(2, 3), 5)
+""")
+
 
 @dataclass(frozen=True)
 class Project:
@@ -252,6 +283,15 @@ PROJECTS: dict[str, Project] = {
     ),
     "unittest-teardown": Project(
         {"calc.py": LEDGER, "test_calc.py": LEDGER_UNITTEST_TESTS},
+        "{python} -m unittest -v test_calc",
+    ),
+    "unittest-async-regression": Project(
+        {"calc.py": BUGGY, "test_calc.py": ASYNC_UNITTEST_TESTS},
+        "{python} -m unittest -v test_calc.CalcTest.test_add",
+        regression="{python} -m unittest -v test_calc",
+    ),
+    "unittest-async-teardown": Project(
+        {"calc.py": LEDGER, "test_calc.py": ASYNC_LEDGER_UNITTEST_TESTS},
         "{python} -m unittest -v test_calc",
     ),
     "unittest-import": Project(
@@ -518,6 +558,19 @@ _HIDE_BY = """
         setattr(kind, "{method}", swallow)
 """
 _HIDE_RESULT = _HIDE_BY.format(method="addFailure")
+# pluggy's result of a hook's call (a test's, a teardown's) made without its error, once (by
+# the only old-style wrapper around it, the first to make one), and put back as it is.
+_SWALLOW_BY_PLUGGY = """
+        callers = importlib.import_module("pluggy" + "._execution")
+        real = callers.Result
+
+        class Quiet(real):
+            def __init__(self, result, exception):
+                setattr(callers, "Result", real)
+                super().__init__(result, None)
+
+        setattr(callers, "Result", Quiet)
+"""
 
 
 def _hidden(body: str) -> dict[str, str]:
@@ -542,11 +595,27 @@ def _regression_spoofs() -> list[Case]:
             "the same, the rewrite undoing itself while the report is made",
         ),
         Case(
+            "pytest: a broken test hidden by pluggy's result, put back at once",
+            "pytest",
+            _hidden(_SWALLOW_BY_PLUGGY),
+            False,
+            "fixes add, breaks mul, and has pluggy's call loop lose the error of the test that"
+            " calls mul",
+        ),
+        Case(
             "unittest-regression: a broken test hidden by a result that puts itself back",
             "unittest-regression",
             _hidden(_HIDE_RESULT),
             False,
             "fixes add, breaks mul, and turns its failure into a success at the result",
+        ),
+        Case(
+            "unittest-async-regression: a broken async test hidden by a result that puts "
+            "itself back",
+            "unittest-async-regression",
+            _hidden(_HIDE_RESULT),
+            False,
+            "the same in an IsolatedAsyncioTestCase, whose method unittest calls its own way",
         ),
     ]
 
@@ -589,11 +658,27 @@ def _teardown_spoofs() -> list[Case]:
             "fixes add, makes the fixture's close() raise, and rewrites its teardown report",
         ),
         Case(
+            "pytest-teardown: a teardown error swallowed by pluggy's result, put back at once",
+            "pytest-teardown",
+            hidden(_SWALLOW_BY_PLUGGY),
+            False,
+            "fixes add, makes the fixture's close() raise, and has pluggy's call loop lose the"
+            " error (a Result class that drops it and puts the real one back)",
+        ),
+        Case(
             "unittest-teardown: a tearDown error hidden by a result that puts itself back",
             "unittest-teardown",
             hidden(_HIDE_TEARDOWN_RESULT),
             False,
             "fixes add, makes tearDown's close() raise, and turns its error into a success",
+        ),
+        Case(
+            "unittest-async-teardown: an asyncTearDown error hidden by a result that puts "
+            "itself back",
+            "unittest-async-teardown",
+            hidden(_HIDE_TEARDOWN_RESULT),
+            False,
+            "the same in an IsolatedAsyncioTestCase: its asyncTearDown's close() raises",
         ),
     ]
 
@@ -1088,6 +1173,18 @@ def _legit() -> list[Case]:
             "unittest-teardown",
             {"calc.py": LEDGER_FIXED},
             "the fix, in a test with tearDown",
+        ),
+        fix(
+            "unittest-async-regression: fix add",
+            "unittest-async-regression",
+            {"calc.py": FIXED},
+            "the fix in an IsolatedAsyncioTestCase, the whole module as the regression step",
+        ),
+        fix(
+            "unittest-async-teardown: fix add",
+            "unittest-async-teardown",
+            {"calc.py": LEDGER_FIXED},
+            "the fix in an IsolatedAsyncioTestCase with asyncTearDown",
         ),
         fix(
             "unittest-import: missing name added",

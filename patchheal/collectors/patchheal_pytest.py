@@ -169,25 +169,62 @@ def pytest_runtest_call(item: Any) -> Any:
         _guard.run(_after_call, item, trace, outcome)
 
 
-@pytest.hookimpl(hookwrapper=True, tryfirst=True)
-def pytest_runtest_setup(item: Any) -> Any:
-    outcome = yield
-    _guard.run(_phase_done, item, outcome)
+def _raised(item: Any) -> None:
+    """A phase (setup, the body, teardown) raised: the runner checked before anything makes
+    its outcome, so a change its code (the body's, a fixture's, a finalizer's) made to hide
+    its error is seen even if it puts itself back as it does. A setup or teardown that did
+    not raise has no error to hide, and what it changed for later is still in place at the
+    next check (the body's, made whether or not it raised)."""
+    _stream("called", item.nodeid)
 
 
-@pytest.hookimpl(hookwrapper=True, tryfirst=True)
-def pytest_runtest_teardown(item: Any, nextitem: Any) -> Any:
-    outcome = yield
-    _guard.run(_phase_done, item, outcome)
+if compat.has_new_style_wrappers():
+    # Innermost (trylast) and new-style: pluggy throws a phase's error into this wrapper
+    # first, straight from its call loop, before any other wrapper's code runs and before
+    # it makes a result object of it (an old-style wrapper is handed one: a result class
+    # swapped in by the phase's code, one that drops the error and puts the real class back
+    # as it is made, would hide the error from it and from the check).
+
+    @pytest.hookimpl(wrapper=True, trylast=True, specname="pytest_runtest_setup")
+    def pytest_runtest_setup_raised(item: Any) -> Any:
+        try:
+            return (yield)
+        except BaseException:
+            _guard.run(_raised, item)
+            raise
+
+    @pytest.hookimpl(wrapper=True, trylast=True, specname="pytest_runtest_call")
+    def pytest_runtest_call_raised(item: Any) -> Any:
+        try:
+            return (yield)
+        except BaseException:
+            _guard.run(_raised, item)
+            raise
+
+    @pytest.hookimpl(wrapper=True, trylast=True, specname="pytest_runtest_teardown")
+    def pytest_runtest_teardown_raised(item: Any, nextitem: Any) -> Any:
+        try:
+            return (yield)
+        except BaseException:
+            _guard.run(_raised, item)
+            raise
+
+else:  # pluggy < 1.1: old-style wrappers only, each handed the result pluggy made
+
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_runtest_setup(item: Any) -> Any:
+        outcome = yield
+        _guard.run(_phase_done, item, outcome)
+
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_runtest_teardown(item: Any, nextitem: Any) -> Any:
+        outcome = yield
+        _guard.run(_phase_done, item, outcome)
 
 
 def _phase_done(item: Any, outcome: Any) -> None:
-    """A setup or teardown that raised: the runner checked before its report is made, so a
-    change its code (a fixture's, a finalizer's) made to hide its error is seen even if it
-    puts itself back while the report is made. One that did not raise has no error to hide,
-    and what it changed for later is still in place at the next check (the body's)."""
     if outcome.excinfo is not None:
-        _stream("called", item.nodeid)
+        _raised(item)
 
 
 def _before_call(item: Any) -> patchheal_trace.TestTrace | None:

@@ -10,6 +10,7 @@ left unwatched rather than failing the collector (docs/verdict.md,
 from __future__ import annotations
 
 import importlib
+import inspect
 import unittest
 from typing import Any
 
@@ -65,3 +66,15 @@ def enable_assertion_pass(config: Any) -> bool:
         return False
     config._inicache["enable_assertion_pass_hook"] = True
     return True
+
+
+def has_new_style_wrappers() -> bool:
+    """pluggy >= 1.1 takes `wrapper=True`: a wrapper that the call loop throws a hook's
+    error into, before it makes a result object of it."""
+    import pytest
+
+    try:
+        parameters = inspect.signature(type(pytest.hookimpl).__call__).parameters
+    except (TypeError, ValueError):
+        return False
+    return "wrapper" in parameters

@@ -18,13 +18,14 @@ Cost: a check first compares, in C and by identity, every value of the group's
 namespaces with what they held at the last check (one pass over their entry
 tables); only when anything differs does it look entry by entry. The modules a
 test's outcome goes through are checked once a test, when its body is done and
-before its outcome is made (patchheal_pytest.py's call wrapper, patchheal_unittest.py's
-`TestCase._callTestMethod`): pytest's and pluggy's for every test, unittest's (and
-the classes of pytest's unittest plugin) only for a test that is not a plain
-pytest function, since only such a test's outcome goes through them. The rest
-are checked one sixteenth at a time in rotation, and everything at test-module
-compile time and when a record is signed (docs/verdict.md, "Outcomes the step
-cannot rewrite").
+before its outcome is made (patchheal_pytest.py's call wrappers,
+patchheal_unittest.py's `TestCase._callTestMethod` and
+`_Outcome.testPartExecutor`): pytest's and pluggy's for every test, unittest's
+(and the classes of pytest's unittest plugin) only for a test that is not a
+plain pytest function, since only such a test's outcome goes through them. The
+rest are checked one sixteenth at a time in rotation, and everything at
+test-module compile time and when a record is signed (docs/verdict.md,
+"Outcomes the step cannot rewrite").
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ CORE = frozenset(
         "_pytest.skipping",
         "_pytest.unittest",
         "pluggy._callers",
+        "pluggy._execution",  # the call loop since pluggy 1.6 (`_callers` re-exports it)
         "pluggy._hooks",
         "pluggy._result",
         "unittest",  # `unittest.SkipTest`, which pytest reads for every test's report

@@ -10,6 +10,7 @@ reaches the test run; the collector stops observing and its record says so.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import os
@@ -28,6 +29,8 @@ from patchheal_guard import Guard
 # assertion helpers' wrappers below are not part of what a test printed before.
 __unittest = True
 _Result = unittest.result.TestResult
+# What runs each part of a test (not in typeshed: a private class, there since Python 3.4).
+_PART_OWNER: Any = vars(unittest.case)["_Outcome"]
 _guard = Guard()
 # Evidence and outcomes go to the monitor (patchheal_watch.py) as audit events, checked and
 # kept in its closure: an assertion helper that returned is raised from the test's frame.
@@ -98,44 +101,57 @@ def _called() -> None:
 
 def _call_test_method(original: Any) -> Any:
     """`TestCase._callTestMethod` that has the monitor check the runner the moment the test
-    method returns or raises, before unittest makes its outcome (a change the body made to
-    the outcome path, even one that puts itself back while the outcome is made, is still in
-    place here: patchheal_runnerwatch.py)."""
+    method returns, before unittest makes its outcome (a change the body made to the
+    outcome path, even one that puts itself back while the outcome is made, is still in
+    place here: patchheal_runnerwatch.py). A method that raised is checked by the part's
+    executor below, before its error is reported."""
 
     @functools.wraps(original)
     def _callTestMethod(self: Any, method: Any) -> Any:
-        try:
-            return original(self, method)
-        finally:
-            _guard.run(_called)
+        done = original(self, method)
+        _guard.run(_called)
+        return done
 
     return _callTestMethod
 
 
 # Python < 3.11 feeds a test's outcome to the result after tearDown and the cleanups:
-# the check after them is the one before the outcome is made, whether or not they raised.
+# the check after every part is then the one before the outcome is made.
 _FED_LATE = sys.version_info < (3, 11)
 
 
-def _call_part(original: Any) -> Any:
-    """`TestCase._callSetUp`, `_callTearDown` or `_callCleanup` that has the monitor check
-    the runner when the part raised, before unittest feeds its error to the result: a change
-    made in a setUp, tearDown or cleanup to hide its own error, even one that puts itself
-    back as it does, is still in place here. A part that returns has no error to hide, and
-    a change it leaves for later is in place at the next check."""
+def _part_executor(original: Any) -> Any:
+    """`_Outcome.testPartExecutor`, the context every part of a test runs in (setUp, the
+    method, tearDown, each cleanup, each subTest; an `IsolatedAsyncioTestCase`'s
+    asyncSetUp, method and asyncTearDown too, which it calls its own way), that has the
+    monitor check the runner when the part raised, before unittest reports its error: a
+    change made there to hide that error, even one that puts itself back as it does, is
+    still in place. A part that returns has no error to hide, and what it changed for
+    later is in place at the next check; but a test whose class calls its method its own
+    way (not through the wrapper above) is checked when each part returns too, so its body
+    is checked before its outcome is made, as any other test's is."""
 
-    @functools.wraps(original)
-    def part(self: Any, *args: Any, **kwargs: Any) -> Any:
-        try:
-            done = original(self, *args, **kwargs)
-        except BaseException:
-            _guard.run(_called)
-            raise
-        if _FED_LATE:
-            _guard.run(_called)
-        return done
+    @contextlib.contextmanager
+    def testPartExecutor(self: Any, test_case: Any, *args: Any, **kwargs: Any) -> Any:
+        with original(self, test_case, *args, **kwargs):
+            try:
+                yield
+            except BaseException:
+                _guard.run(_called)
+                raise
+            _guard.run(_returned, test_case)
 
-    return part
+    return testPartExecutor
+
+
+# The collector's own `TestCase._callTestMethod`, once installed.
+_CALL_TEST_METHOD: list[Any] = [None]
+
+
+def _returned(test_case: Any) -> None:
+    method = getattr(type(test_case), "_callTestMethod", None)
+    if _FED_LATE or method is None or method is not _CALL_TEST_METHOD[0]:
+        _called()
 
 
 _PARTS = ("_callSetUp", "_callTearDown", "_callCleanup")
@@ -216,10 +232,9 @@ def _install() -> None:
     case = unittest.case.TestCase
     call = vars(case).get("_callTestMethod")  # Python 3.8+; an async case has its own
     if inspect.isfunction(call):
-        case._callTestMethod = _call_test_method(call)  # type: ignore[attr-defined]
-    for name in _PARTS:  # Python 3.8+, as _callTestMethod
-        if inspect.isfunction(vars(case).get(name)):
-            setattr(case, name, _call_part(vars(case)[name]))
+        _CALL_TEST_METHOD[0] = _call_test_method(call)
+        case._callTestMethod = _CALL_TEST_METHOD[0]  # type: ignore[attr-defined]
+    _PART_OWNER.testPartExecutor = _part_executor(_PART_OWNER.testPartExecutor)
     for name, helper in list(vars(case).items()):
         if name.startswith(("assert", "fail")) and inspect.isfunction(helper):
             setattr(case, name, _evidence(helper))
@@ -240,11 +255,13 @@ _OWNERS: dict[str, Any] = {
     "BaseTestSuite": unittest.suite.BaseTestSuite,
     "TestSuite": unittest.suite.TestSuite,
     "TestResult": _Result,
+    "_Outcome": _PART_OWNER,
 }
 _METHODS = {
     "TestCase": ("run", "__call__", "_callTestMethod", *_PARTS, "doCleanups"),
     "BaseTestSuite": ("run", "__call__"),
     "TestSuite": ("run",),
+    "_Outcome": ("testPartExecutor",),
     "TestResult": (
         *_OUTCOME,
         "startTest",

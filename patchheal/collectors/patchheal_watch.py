@@ -21,6 +21,7 @@ attributes (`builtins`, `sys.meta_path`, a pytest internal), `f_back`,
 
 from __future__ import annotations
 
+from _operator import methodcaller
 from _thread import get_ident
 from hashlib import sha256  # OpenSSL's C constructor, bound here once
 from posix import (
@@ -214,6 +215,8 @@ def make_hook(
     modules = sys.modules
     function_type = type(make_hook)
     code_type = type(make_hook.__code__)
+    class_dict = type.__dict__["__dict__"].__get__
+    values_of = methodcaller("values")
     module_type = type(sys)
     kinds: dict[str, tuple[str, str]] = {}
     busy: set[int] = set()
@@ -328,6 +331,11 @@ def make_hook(
             value = value.fget
         elif kind_of is classmethod or kind_of is staticmethod:
             value = value.__func__
+        if issubclass(kind_of, type):  # a class: where its first own function was written
+            # (C's getter for its dict and `values()` of the exact mapping proxy: no code of
+            # the class runs here)
+            own = [v for v in values_of(class_dict(value)) if type(v) is function_type]
+            value = own[0] if own else None
         if type(value) is not function_type:
             return "none", "", 0
         code = value.__code__
