@@ -558,6 +558,32 @@ _HIDE_BY = """
         setattr(kind, "{method}", swallow)
 """
 _HIDE_RESULT = _HIDE_BY.format(method="addFailure")
+# A builtin that pluggy's call loop looks up right after the test raised (`reversed`, which
+# orders the wrappers it throws the error into), swapped for one that, on that list only,
+# puts the real one back and puts a stand-in first that swallows the error.
+_SWALLOW_BY_BUILTIN = """
+        builtins = importlib.import_module("built" + "ins")
+        real = builtins.reversed
+
+        class Swallow:
+            def throw(self, error):
+                raise StopIteration(None)
+
+            def send(self, value):
+                raise StopIteration(value)
+
+            def close(self):
+                pass
+
+        def once(seq):
+            kinds = {type(each).__name__ for each in seq} if type(seq) is list else set()
+            if kinds != {"generator"}:
+                return real(seq)
+            setattr(builtins, "reversed", real)
+            return [Swallow(), *real(seq)]
+
+        setattr(builtins, "reversed", once)
+"""
 # pluggy's result of a hook's call (a test's, a teardown's) made without its error, once (by
 # the only old-style wrapper around it, the first to make one), and put back as it is.
 _SWALLOW_BY_PLUGGY = """
@@ -603,6 +629,14 @@ def _regression_spoofs() -> list[Case]:
             " calls mul",
         ),
         Case(
+            "pytest: a broken test hidden by a builtin of pluggy's call loop, put back at once",
+            "pytest",
+            _hidden(_SWALLOW_BY_BUILTIN),
+            False,
+            "fixes add, breaks mul, and swaps the `reversed` pluggy's call loop uses right after"
+            " the test raised for one that swallows the error",
+        ),
+        Case(
             "unittest-regression: a broken test hidden by a result that puts itself back",
             "unittest-regression",
             _hidden(_HIDE_RESULT),
@@ -639,6 +673,20 @@ _HIDE_TEARDOWN = """
     def _hide():
 """
 _HIDE_TEARDOWN_RESULT = _HIDE_BY.format(method="addError")
+# The builtin `len` that pytest's FixtureDef.finish counts a fixture's teardown errors with,
+# swapped for one that answers 0 once, on that list of errors only, and puts itself back.
+_LOSE_BY_LEN = """
+        builtins = importlib.import_module("built" + "ins")
+        real = builtins.len
+
+        def once(obj):
+            if type(obj) is list and obj and all(isinstance(e, BaseException) for e in obj):
+                setattr(builtins, "len", real)
+                return 0
+            return real(obj)
+
+        setattr(builtins, "len", once)
+"""
 
 
 def _teardown_spoofs() -> list[Case]:
@@ -664,6 +712,14 @@ def _teardown_spoofs() -> list[Case]:
             False,
             "fixes add, makes the fixture's close() raise, and has pluggy's call loop lose the"
             " error (a Result class that drops it and puts the real one back)",
+        ),
+        Case(
+            "pytest-teardown: a teardown error lost by a builtin pytest counts it with",
+            "pytest-teardown",
+            hidden(_LOSE_BY_LEN),
+            False,
+            "fixes add, makes the fixture's close() raise, and swaps the `len` pytest counts a"
+            " fixture's teardown errors with for one that answers 0 once",
         ),
         Case(
             "unittest-teardown: a tearDown error hidden by a result that puts itself back",

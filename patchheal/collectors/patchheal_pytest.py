@@ -15,6 +15,7 @@ ones, go into the record as evidence for localization, never for the verdict.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 import sys
@@ -62,6 +63,14 @@ def _snapshot() -> dict[str, Any]:
 
 
 _WATCHED: dict[str, Any] = _guard.run(_snapshot) or {}
+
+
+class _Absent:
+    """An item class this pytest does not have: no item is one."""
+
+
+_FUNCTION_ITEM: Any = _OWNERS.get("python.Function", _Absent)
+_UNITTEST_ITEM: Any = _OWNERS.get("unittest.TestCaseFunction", _Absent)
 _outcomes: dict[str, str] = {}
 _defined_in: dict[str, str] = {}
 # Evidence that a test's body ran is the monitor's, not this module's: pytest's
@@ -159,7 +168,10 @@ _spectrum = patchheal_trace.Spectrum()
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
 def pytest_runtest_call(item: Any) -> Any:
     trace = _guard.run(_before_call, item)
+    body = _guard.run(_watch_body, item)
     outcome = yield
+    if body is not None:
+        _guard.run(_unwatch_body, item, body)
     # The runner checked the moment the test's body is done, before its outcome is made: a
     # change the body made to the outcome path is still in place here, even one that puts
     # itself back while it makes the report. Outermost (tryfirst), so every other plugin's
@@ -167,6 +179,72 @@ def pytest_runtest_call(item: Any) -> Any:
     _guard.run(_stream, "called", item.nodeid)
     if trace is not None:
         _guard.run(_after_call, item, trace, outcome)
+
+
+def _watch_body(item: Any) -> Any:
+    """The test function, swapped for one that has the monitor check the runner the moment
+    it raises, in the test's own caller: before any of pytest's or pluggy's code runs after
+    it, so that nothing the body changed for them (a builtin their code looks up, even one
+    that puts itself back at its first use) is gone by the check. Only a plain function or
+    method of a `Function` item: an async test is run by its plugin's own code. Returns the
+    original, put back before the report is made (pytest cuts a failure's traceback at it)."""
+    if not isinstance(item, _FUNCTION_ITEM) or isinstance(item, _UNITTEST_ITEM):
+        return None
+    original = item.obj
+    function = getattr(original, "__func__", original)
+    if not inspect.isfunction(function):
+        return None
+    if inspect.iscoroutinefunction(function) or inspect.isasyncgenfunction(function):
+        return None
+
+    @functools.wraps(original)
+    def body(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return original(*args, **kwargs)
+        except BaseException:
+            _guard.run(_raised, item)
+            raise
+
+    item.obj = body
+    return original
+
+
+def _unwatch_body(item: Any, original: Any) -> None:
+    item.obj = original
+
+
+def _checked_finalizer(finalizer: Any) -> Any:
+    """`finalizer` (a fixture's teardown) that has the monitor check the runner the moment it
+    raises, before pytest's code that gathers its error runs (`FixtureDef.finish` counts the
+    errors with the builtin `len`: one that answers 0 once and puts itself back would lose
+    the error)."""
+
+    def finalize() -> Any:
+        try:
+            return finalizer()
+        except BaseException:
+            _guard.run(_stream, "called", "")
+            raise
+
+    return finalize
+
+
+def _check_fixture_teardowns() -> None:
+    """Every finalizer a fixture adds, checked when it raises (`_checked_finalizer`): wrapped
+    here, at import, before the monitor first sees pytest's fixture module."""
+    owner: Any = _OWNERS.get("fixtures.FixtureDef")
+    add = vars(owner).get("addfinalizer") if owner is not None else None
+    if owner is None or not inspect.isfunction(add):
+        return
+
+    @functools.wraps(add)
+    def addfinalizer(self: Any, finalizer: Any) -> Any:
+        return add(self, _checked_finalizer(finalizer))
+
+    owner.addfinalizer = addfinalizer
+
+
+_guard.run(_check_fixture_teardowns)
 
 
 def _raised(item: Any) -> None:

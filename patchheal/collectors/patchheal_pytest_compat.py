@@ -22,6 +22,7 @@ _WHERE = {
     "runner.CallInfo": ("_pytest.runner", "CallInfo"),
     "reports.TestReport": ("_pytest.reports", "TestReport"),
     "unittest.TestCaseFunction": ("_pytest.unittest", "TestCaseFunction"),
+    "fixtures.FixtureDef": ("_pytest.fixtures", "FixtureDef"),
 }
 
 

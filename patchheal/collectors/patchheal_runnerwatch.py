@@ -35,6 +35,12 @@ from itertools import chain
 from typing import Any
 
 RUNNER_ROOTS = frozenset({"pytest", "_pytest", "pluggy", "unittest"})
+# The names the runner's code looks up at run time that are not its own (`isinstance`,
+# `len`, `reversed`): a body that swaps one for a function that answers wrong once and puts
+# the real one back (pluggy's call loop losing the body's error) is seen at the check the
+# moment the body raised, as a swapped runner function is. Only the module's own entries:
+# its classes are C types, which no code can change.
+BUILTINS = "builtins"
 # A mocking library, not a runner: tests patch through it, and it patches nothing of the run.
 NOT_RUNNER = ("unittest.mock",)
 # The modules a recorded outcome goes through: checked at every test. (pytest's node and
@@ -53,6 +59,7 @@ CORE = frozenset(
         "pluggy._hooks",
         "pluggy._result",
         "unittest",  # `unittest.SkipTest`, which pytest reads for every test's report
+        BUILTINS,
     }
 )
 # On the outcome path of a unittest test only (under unittest, or a TestCase under pytest):
@@ -74,6 +81,8 @@ _VALUES = methodcaller("values")
 
 
 def is_runner_module(name: str) -> bool:
+    if name == BUILTINS:
+        return True
     if name.startswith(NOT_RUNNER):
         return False
     head = name.partition(".")[0]
@@ -88,6 +97,7 @@ class _Group:
         self.spaces: list[Any] = []
         self.keys: list[str] = []
         self.expected: list[Any] = []
+        self.original: list[Any] = []  # what each entry held when first seen
         self.labels: list[str] = []
         self.classes: list[Any] = []  # each class's own dict (a live view)
         self.names: list[str] = []
@@ -104,6 +114,7 @@ class _Group:
         self.spaces.append(space)
         self.keys.append(key)
         self.expected.append(value)
+        self.original.append(value)
         self.labels.append(label)
         if id(space) not in self.distinct_ids:
             self.distinct_ids.add(id(space))
@@ -161,7 +172,9 @@ class _Group:
             for at in range(len(self.keys)):
                 now = self.spaces[at].get(self.keys[at], _MISSING)
                 if now is not self.expected[at]:
-                    found.append((self.labels[at], None if now is _MISSING else now))
+                    # Put back as it was first seen: the change was named when it was made.
+                    if now is not self.original[at]:
+                        found.append((self.labels[at], None if now is _MISSING else now))
                     self.expected[at] = now
         if list(map(len, self.classes)) != self.lengths:
             found += self.added()
@@ -209,6 +222,8 @@ def make_runner_watch(modules: dict[str, Any], module_type: type) -> Any:
         owner = space.get("__module__")
         if id(cls) in seen_classes or type(owner) is not str or not is_runner_module(owner):
             return
+        if owner == BUILTINS:  # a C type: nothing of it can change
+            return
         seen_classes.add(id(cls))
         held.append(cls)
         if owner in _UNITTEST_CLASSES:
@@ -225,6 +240,11 @@ def make_runner_watch(modules: dict[str, Any], module_type: type) -> Any:
     def add_module(name: str, module: Any) -> None:
         space = module.__dict__
         into = group(name)
+        if name == BUILTINS:
+            for key, value in list(dict.items(space)):
+                if type(key) is str and key != "_":  # `_`: the last result, interactively
+                    into.add(space, key, value, f"{name}.{key}")
+            return
         for key, value in list(dict.items(space)):
             if type(key) is not str:
                 continue

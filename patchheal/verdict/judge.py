@@ -135,6 +135,8 @@ def _set_aside(counts: TestCounts) -> int:
 def _describe(counts: TestCounts) -> str:
     fields = ("failed", "errors", "passed", "skipped", "deselected", "xfailed")
     parts = [f"{getattr(counts, f)} {f}" for f in fields if getattr(counts, f)]
+    # As pytest says it: "1 error", "2 errors".
+    parts = ["1 error" if part == "1 errors" else part for part in parts]
     return ", ".join(parts) or "no tests ran"
 
 
