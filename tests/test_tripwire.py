@@ -22,7 +22,7 @@ from patchheal.harness.results.collectors import COLLECTORS
 from patchheal.loop.reproduce import reproduce
 from patchheal.loop.verification import verify
 from patchheal.models import MonitorEvent, Outcome, TestResults
-from patchheal.verdict.tripwire import tainting, why_tainted
+from patchheal.verdict.tripwire import describe, tainting, why_tainted
 from tests.tripwire_battery import HOSTILE, LEGIT
 from tests.verdict_battery import Case, evaluate
 
@@ -114,6 +114,63 @@ def test_the_hook_attributes_each_watched_operation_to_the_project_line(tmp_path
     assert [e.file for e in proc] == ["main.py", "main.py"]
     signed = [e for e in results.monitor if e.op == "results record signed from this file"]
     assert [e.file for e in signed] == ["main.py"]
+
+
+_FLOOD = """
+import sys
+
+import templates
+
+templates.render_all(300)  # harmless, from a file no candidate touched
+sys._getframe()  # @getframe
+import patchheal_results
+patchheal_results.write("unittest", {"outcomes": {"t": "passed"}})
+"""
+_TEMPLATES = """
+def render_all(count):
+    for n in range(count):
+        exec(compile("x = 1", f"<template {n}>", "exec"), {})
+"""
+
+
+def test_a_flood_of_harmless_events_does_not_push_out_a_later_one(tmp_path: Path) -> None:
+    """A file that performs one operation under many names (a template engine) is told a
+    few times, not until the log is full: the frame access that follows is still kept."""
+    (tmp_path / "templates.py").write_text(_TEMPLATES)
+    results, output = _run_in_channel(tmp_path, _FLOOD)
+    assert results is not None, output
+    mine = [e.op for e in results.monitor if e.file == "templates.py"]
+    assert 1 <= mine.count("compile") <= 8, mine
+    assert 1 <= mine.count("exec") <= 8, mine
+    assert ("frame access", _line(_FLOOD, "getframe")) in {
+        (e.op, e.line) for e in results.monitor if e.file == "main.py"
+    }
+    assert not any(e.target == "monitor" for e in results.monitor)
+
+
+_FILL = """
+import sys
+
+for n in range(260):  # each one hits a protected target: every one is kept, up to the bound
+    compile("x = 1", f"tests/test_{n}.py", "exec")
+sys._getframe()
+import patchheal_results
+patchheal_results.write("unittest", {"outcomes": {"t": "passed"}})
+"""
+
+
+def test_a_full_log_says_so_and_taints_the_run(tmp_path: Path) -> None:
+    """Past the bound, the log keeps one event that says later ones were lost; the verdict
+    holds it against the run unless the baseline's log was full too."""
+    results, output = _run_in_channel(tmp_path, _FILL)
+    assert results is not None, output
+    full = [e for e in results.monitor if e.target == "monitor"]
+    assert [e.op for e in full] == ["tripwire log full: later events were not kept"], full
+    assert "frame access" not in {e.op for e in results.monitor}  # pushed out, as said
+    assert full[0] in tainting(results, None, ["other.py"])
+    baseline = TestResults(monitor=[full[0]])
+    assert full[0] not in tainting(results, baseline, ["other.py"])
+    assert describe(full[0]) == "the tripwire: tripwire log full: later events were not kept"
 
 
 _KEY_HUNT = textwrap.dedent("""

@@ -232,6 +232,21 @@ ASYNC_LEDGER_UNITTEST_TESTS = _d("""
             self.assertEqual(self.ledger.add(2, 3), 5)
 """)
 
+# A helper of the project's that compiles each template under its own name, as a template
+# engine does: the tripwire tells what it does at reproduction too.
+RENDER = _d("""
+    def render(name, source):
+        return eval(compile(source, f"<template {name}>", "eval"), {})
+""")
+RENDER_PYTEST_TESTS = PYTEST_TESTS + _d("""
+
+
+    def test_render():
+        from render import render
+
+        assert render("one", "1 + 1") == 2
+""")
+
 
 @dataclass(frozen=True)
 class Project:
@@ -284,6 +299,16 @@ PROJECTS: dict[str, Project] = {
     "unittest-teardown": Project(
         {"calc.py": LEDGER, "test_calc.py": LEDGER_UNITTEST_TESTS},
         "{python} -m unittest -v test_calc",
+    ),
+    "pytest-render": Project(
+        {
+            "calc.py": BUGGY,
+            "render.py": RENDER,
+            "tests/test_calc.py": RENDER_PYTEST_TESTS,
+            "pyproject.toml": PYPROJECT,
+        },
+        "{python} -m pytest -q tests/test_calc.py::test_add",
+        regression="{python} -m pytest -q tests",
     ),
     "unittest-async-regression": Project(
         {"calc.py": BUGGY, "test_calc.py": ASYNC_UNITTEST_TESTS},
@@ -558,6 +583,22 @@ _HIDE_BY = """
         setattr(kind, "{method}", swallow)
 """
 _HIDE_RESULT = _HIDE_BY.format(method="addFailure")
+# The tripwire's log filled first, with what the project's own helper does anyway (each
+# template compiled under its own name), so that the rewrite of the report is not kept.
+_FLOOD_THEN_HIDE = """
+        render = importlib.import_module("render")
+        for n in range(400):
+            render.render(f"flood-{n}", "0")
+        kind = getattr(importlib.import_module("_pytest" + ".reports"), "Test" + "Report")
+        real = vars(kind)["__init__"]
+
+        def made(self, *args, **kwargs):
+            real(self, *args, **kwargs)
+            if self.outcome == "failed":
+                self.outcome, self.longrepr = "passed", None
+
+        setattr(kind, "__init__", made)
+"""
 # A builtin that pluggy's call loop looks up right after the test raised (`reversed`, which
 # orders the wrappers it throws the error into), swapped for one that, on that list only,
 # puts the real one back and puts a stand-in first that swallows the error.
@@ -619,6 +660,14 @@ def _regression_spoofs() -> list[Case]:
             _hidden(_HIDE_REPORT.replace("{restore}", 'setattr(kind, "from_item_and_call", real)')),
             False,
             "the same, the rewrite undoing itself while the report is made",
+        ),
+        Case(
+            "pytest-render: a broken test hidden after the tripwire's log was filled",
+            "pytest-render",
+            _hidden(_FLOOD_THEN_HIDE),
+            False,
+            "fixes add, breaks mul, has the project's own template helper fill the tripwire's"
+            " log with harmless events, then rewrites the report of the test that calls mul",
         ),
         Case(
             "pytest: a broken test hidden by pluggy's result, put back at once",
@@ -1229,6 +1278,12 @@ def _legit() -> list[Case]:
             "unittest-teardown",
             {"calc.py": LEDGER_FIXED},
             "the fix, in a test with tearDown",
+        ),
+        fix(
+            "pytest-render: fix add",
+            "pytest-render",
+            {"calc.py": FIXED},
+            "the fix, in a project whose own helper compiles under many names",
         ),
         fix(
             "unittest-async-regression: fix add",

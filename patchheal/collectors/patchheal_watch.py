@@ -67,6 +67,12 @@ ARMED_EVENT = "patchheal.armed"
 ASSERT_EVENT = "patchheal.assert_pass"
 TEST_EVENT = "patchheal.test"
 MAX_EVENTS = 200
+# Events of one operation by one file that no protected target is hit by (a template engine
+# compiling each template under its own name): a few tell what it does; more would only let
+# a file fill the log with harmless events so that a later one is not kept.
+MAX_PER_SOURCE = 8
+# Kept when the log is full: the run is not believed unless its baseline filled it too.
+LOG_FULL = "tripwire log full: later events were not kept"
 # The function an impossible assertion of the twin defines, and reads the code of, when it
 # held (patchheal_twin_kept.py); not an identifier, so no source names it.
 IMPOSSIBLE_HELD = "@patchheal_impossible_held"
@@ -221,6 +227,7 @@ def make_hook(
     kinds: dict[str, tuple[str, str]] = {}
     busy: set[int] = set()
     seen: set[tuple[str, str, int, str]] = set()
+    per_source: dict[tuple[str, str], int] = {}
     events: list[dict[str, Any]] = []
     log: list[int] = []
     log_name = f"monitor-{getpid()}-{urandom(4).hex()}.log"
@@ -296,9 +303,25 @@ def make_hook(
 
     def note(op: str, who: tuple[str, str, int], detail: str, target: str = "") -> None:
         key = (op, who[1], who[2], detail)
-        if key in seen or len(events) >= MAX_EVENTS:
+        if key in seen:
             return
+        if not target:
+            source = (op, who[1])
+            count = per_source.get(source, 0)
+            if count >= MAX_PER_SOURCE:
+                return
+            per_source[source] = count + 1
         seen.add(key)
+        if len(events) >= MAX_EVENTS:
+            if events[-1].get("op") != LOG_FULL:
+                full = {"op": LOG_FULL, "kind": "none", "file": "", "line": 0, "detail": ""}
+                full["target"] = "monitor"
+                events.append(full)
+                try:  # noqa: SIM105 (the hook imports nothing: contextlib's code would run here)
+                    write_line(full)
+                except OSError:
+                    pass
+            return
         event = {"op": op, "kind": who[0], "file": who[1], "line": who[2], "detail": detail[:200]}
         if target:
             event["target"] = target
@@ -350,10 +373,11 @@ def make_hook(
         for label, value in runner_watch(full, item):
             who = blame(value)
             # A builtin swapped by the tests or a library (`monkeypatch.setattr(builtins,
-            # "input", ...)`, a mock of `open`): told, not held against the run. Only code
-            # of the project's can answer wrong once and put the builtin back.
-            held = not label.startswith("builtins.") or who[0] in ("project", "other")
-            note("runner object changed", who, label, "runner" if held else "")
+            # "input", ...)`, a mock of `open`) is theirs to swap: only code of the project's
+            # can answer wrong once and put the builtin back.
+            if label.startswith("builtins.") and who[0] not in ("project", "other"):
+                continue
+            note("runner object changed", who, label, "runner")
 
     def source_hash(path: str) -> str:
         """sha256 of a test file's bytes as they are now (C calls only)."""

@@ -36,6 +36,8 @@ _NOTE_ONLY = frozenset({"process started"})
 
 
 def _where(event: MonitorEvent) -> str:
+    if event.target == "monitor":
+        return "the tripwire"
     if not event.file:
         return "code with no source file"
     return f"{event.file}:{event.line}" if event.line else event.file

@@ -86,10 +86,20 @@ def from_record(
     return events
 
 
+# Kept in place of what no longer fits: the run is not believed unless its baseline's
+# events did not fit either (a flood of harmless events would hide the one that matters).
+LOG_FULL = MonitorEvent(
+    op="tripwire log full: later events were not kept", kind="none", file="", target="monitor"
+)
+
+
 def merge(into: list[MonitorEvent], found: Iterable[MonitorEvent]) -> None:
-    """Add `found` to `into`, without duplicates, bounded."""
+    """Add `found` to `into`, without duplicates, bounded: past the bound, LOG_FULL once."""
     for event in found:
+        if event in into:
+            continue
         if len(into) >= MAX_EVENTS:
+            if LOG_FULL not in into:
+                into.append(LOG_FULL)
             return
-        if event not in into:
-            into.append(event)
+        into.append(event)
