@@ -74,6 +74,19 @@ def test_a_text_build_output_name_is_refused_even_as_text(repo: Path) -> None:
     assert check_candidate(diff, PolicySpec()).rule == "artifact"
 
 
+def test_a_pth_file_is_refused_even_in_a_virtual_environment_of_the_worktree(
+    repo: Path,
+) -> None:
+    """A `.pth` runs its import lines when an interpreter reading its directory starts, before
+    the tripwire is armed: a step that uses a virtual environment kept in the worktree would
+    run it first and unseen."""
+    path = ".venv/lib/python3.11/site-packages/_speedup.pth"
+    diff = f"--- /dev/null\n+++ b/{path}\n@@ -0,0 +1 @@\n+import calc_hooks\n"
+    decision = check_candidate(diff, PolicySpec())
+    assert decision.rule == "artifact", decision
+    assert f"{path} is a Python path-configuration file" in decision.reasons[0]
+
+
 def test_a_fix_that_also_carries_a_pyc_is_refused(repo: Path, tmp_path) -> None:
     pyc = unchecked_pyc(FIXED, tmp_path / "build", "core")
     diff = staged_binary_diff(repo, {"app/core.py": FIXED.encode(), "app/core.pyc": pyc})

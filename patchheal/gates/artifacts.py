@@ -5,7 +5,8 @@ one: an unchecked-hash `.pyc` under `__pycache__/`, compiled from a fixed
 module, was once judged `fixed` and published while the branch's source kept
 the bug. A candidate that adds or changes a binary file (a git binary patch,
 or text with NUL bytes), compiled Python (`.pyc`, `.pyo`, anything under
-`__pycache__/`) or a native or packaged build output is refused, unless the
+`__pycache__/`), a native or packaged build output or a `.pth` file (which
+`site` runs at start-up, before the tripwire is armed) is refused, unless the
 job allows that path (`[policy] allow_artifacts`). Deleting one is allowed: a
 stray committed `.pyc` removed makes the tree more source-only, not less.
 """
@@ -31,6 +32,9 @@ _BUILD_OUTPUTS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"\.(?:o|obj|a|lib)$", "a native object file or archive"),
         (r"\.(?:class|jar)$", "compiled Java"),
         (r"\.(?:whl|egg)$", "a built Python package"),
+        # Not a build output, but no source either: `site` runs its `import` lines when an
+        # interpreter that reads that directory starts, before any of patchheal's checks.
+        (r"\.pth$", "a Python path-configuration file (run at interpreter start-up)"),
     )
 )
 
