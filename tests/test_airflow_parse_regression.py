@@ -129,7 +129,10 @@ def test_a_job_without_regression_gets_the_parse_check_compared_per_dag_file(
     # Named by what the patch broke; the file broken at base is not blamed on it.
     assert "newly failing: dags/weekly_report.py" in reason
     assert "legacy_export" not in reason
-    assert fix["reason"].startswith("the failing step passes and the regression steps did not")
+    assert fix["reason"].startswith("the failing step passes: "), fix["reason"]
+    # The parse check failed at base (legacy_export) and fails no worse now: told as such.
+    assert "; the regression step did not get worse: " in fix["reason"], fix["reason"]
+    assert ", as at base" in fix["reason"], fix["reason"]
     markdown = Path(summary["reports"]["md"]).read_text()
     assert f"`{PARSE_CHECK}`" in markdown
     fixed = git(tmp_path / "orders", "show", f"{summary['branch']}:dags/shop/orders.py")

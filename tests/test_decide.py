@@ -134,6 +134,20 @@ def test_a_fix_tells_the_regression_steps_counts_beside_their_baselines(tmp_path
     assert "1 failed" in told, told
 
 
+def test_a_regression_step_that_failed_at_base_and_as_much_now_is_told_so(tmp_path: Path) -> None:
+    failing = _result(
+        1,
+        "1 failed, 1 passed in 0.1s\n",
+        tests=_tests({"tests/test_other.py::t": "passed", "tests/test_other.py::u": "failed"}),
+    )
+    ev = _start(tmp_path).with_run(PASSED).with_twin(_twin()).with_run(PASSED)
+    decision = decide(ev.with_regression(REGRESSION, judge(failing), failing))
+    assert decision.outcome is Outcome.FIXED, decision.reason
+    told = decision.reason.split("; ")[1]
+    assert told.startswith("the regression step did not get worse: 1 failed"), told
+    assert told.endswith(", as at base"), told
+
+
 def test_evidence_still_being_gathered_is_not_decided(tmp_path: Path) -> None:
     """After each passing piece the loop is told to go on; only the last decides `fixed`."""
     ev = _start(tmp_path)

@@ -403,7 +403,12 @@ def _not_worse(ev: VerificationEvidence) -> str:
     for reg in ev.regressions:
         now = _regression_verdict(reg, ev).reason
         base = reg.baseline.reason if reg.baseline is not None else ""
-        told.append(now if not base or base == now else f"{now} (at base: {base})")
+        if base and base != now:
+            told.append(f"{now} (at base: {base})")
+        elif reg.baseline is not None and base and not reg.baseline.passed:
+            told.append(f"{now}, as at base")  # it failed at base too, no worse
+        else:
+            told.append(now)
     steps = "step" if len(told) == 1 else "steps"
     return f"the regression {steps} did not get worse: {' / '.join(told)}"
 
