@@ -263,29 +263,24 @@ if compat.has_new_style_wrappers():
     # swapped in by the phase's code, one that drops the error and puts the real class back
     # as it is made, would hide the error from it and from the check).
 
-    @pytest.hookimpl(wrapper=True, trylast=True, specname="pytest_runtest_setup")
-    def pytest_runtest_setup_raised(item: Any) -> Any:
+    def _checked_phase(item: Any) -> Any:
         try:
             return (yield)
         except BaseException:
             _guard.run(_raised, item)
             raise
+
+    @pytest.hookimpl(wrapper=True, trylast=True, specname="pytest_runtest_setup")
+    def pytest_runtest_setup_raised(item: Any) -> Any:
+        return (yield from _checked_phase(item))
 
     @pytest.hookimpl(wrapper=True, trylast=True, specname="pytest_runtest_call")
     def pytest_runtest_call_raised(item: Any) -> Any:
-        try:
-            return (yield)
-        except BaseException:
-            _guard.run(_raised, item)
-            raise
+        return (yield from _checked_phase(item))
 
     @pytest.hookimpl(wrapper=True, trylast=True, specname="pytest_runtest_teardown")
     def pytest_runtest_teardown_raised(item: Any, nextitem: Any) -> Any:
-        try:
-            return (yield)
-        except BaseException:
-            _guard.run(_raised, item)
-            raise
+        return (yield from _checked_phase(item))
 
 else:  # pluggy < 1.1: old-style wrappers only, each handed the result pluggy made
 
