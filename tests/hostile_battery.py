@@ -27,7 +27,7 @@ from __future__ import annotations
 from tests.hostile.cases import Candidate
 from tests.hostile.forms import FORMS, render
 from tests.hostile.legit import LEGIT
-from tests.hostile.payloads import FAMILIES, LIMITS, variants
+from tests.hostile.payloads import FAMILIES, LIMITS, VARIANTS, Variant, variants
 from tests.hostile.projects import RUNNERS, hostile_project, params
 
 SKIPPED: tuple[tuple[str, str], ...] = (
@@ -87,11 +87,11 @@ def sample(candidates: list[Candidate]) -> list[Candidate]:
     return picked
 
 
-def limits() -> list[Candidate]:
-    """What still tells the twin apart (`payloads.LIMITS`), to no gain: each under every
-    runner, its form rotating; judged with the twin in each place, apart from the battery."""
+def each_runner(chosen: tuple[Variant, ...]) -> list[Candidate]:
+    """Each variant under every runner, its form rotating (never `datafile`, whose exec the
+    tripwire refuses before anything else is reached)."""
     out: list[Candidate] = []
-    for i, variant in enumerate(LIMITS):
+    for i, variant in enumerate(chosen):
         for r, runner in enumerate(RUNNERS):
             project = hostile_project(variant.family, runner)
             form = FORMS[(i + r) % (len(FORMS) - 1)]  # not `datafile`: its exec is refused
@@ -119,7 +119,13 @@ def limits() -> list[Candidate]:
 
 
 HOSTILE: list[Candidate] = generate()
-LIMIT_CANDIDATES: list[Candidate] = limits()
+# What still tells the twin apart (`payloads.LIMITS`), to no gain; judged with the twin in
+# each place, apart from the battery (tests/test_twin_sensing.py).
+LIMIT_CANDIDATES: list[Candidate] = each_runner(LIMITS)
+# The twin told apart by its state in memory, the fix live there: every sensor × runner.
+MEMORY_SENSORS: list[Candidate] = each_runner(
+    tuple(v for v in VARIANTS if v.family == "twin-memory")
+)
 SAMPLE: list[Candidate] = sample(HOSTILE)
 # What the CI test proves on the bare runner (every trick is proven by the benchmark):
 # the sample and every other candidate of the product, > 80 in all.
@@ -131,6 +137,7 @@ __all__ = [
     "HOSTILE",
     "LEGIT",
     "LIMIT_CANDIDATES",
+    "MEMORY_SENSORS",
     "PROVEN_IN_CI",
     "RUNNERS",
     "SAMPLE",

@@ -45,11 +45,11 @@ def _result(exit_code: int | None, output: str, **more: object) -> CommandResult
 BASE = _result(1, BASE_OUTPUT, tests=_tests({ADD: "failed", SUB: "passed"}))
 PASSED = _result(0, "2 passed in 0.1s\n", tests=_tests({ADD: "passed", SUB: "passed"}))
 FAILED = _result(1, BASE_OUTPUT, tests=_tests({ADD: "failed", SUB: "passed"}))
-# An honest twin: the impossible assert fails, so does the fresh test.
+# An honest twin: the impossible assert fails.
 TWIN_FAILED = _result(
     1,
-    f"FAILED {ADD}\nFAILED tests/test_calc.py::test_patchheal_fresh\n2 failed in 0.1s\n",
-    tests=_tests({ADD: "failed", "tests/test_calc.py::test_patchheal_fresh": "failed"}),
+    f"FAILED {ADD}\n1 failed, 1 passed in 0.1s\n",
+    tests=_tests({ADD: "failed", SUB: "passed"}),
 )
 REG_PASSED = _result(0, "1 passed in 0.1s\n", tests=_tests({"tests/test_other.py::t": "passed"}))
 
@@ -59,7 +59,6 @@ def _twin(**more: object) -> TwinEvidence:
         "place": "run 2 of 3",
         "changed": (CHANGE,),
         "protected": (ADD,),
-        "fresh": ("test_patchheal_fresh",),
         "result": TWIN_FAILED,
     }
     return TwinEvidence(**{**fields, **more})  # type: ignore[arg-type]

@@ -8,9 +8,13 @@ way the twin used to change it (times set back), the candidate stands down.
 Then each file sensor (content, size, times, `inspect.getsource`) under every
 runner, names in a rotating form, is verified for real: the twin is made in
 memory, the sensor sees nothing, the cheat runs in the twin too and the twin
-refuses it (`rejected_oracle`). What still tells the twin apart (the test's
-compiled constants, a run counter) gains nothing: the twin also runs each changed
-assertion as it is (docs/verdict.md, "Impossible twins").
+refuses it (`rejected_oracle`). A run counter still tells the twin apart, to no
+gain: the twin also runs each changed assertion as it is; reading the test's
+compiled constants is named by the tripwire; and a candidate that runs the real
+fix only where the twin's state in memory shows it sees nothing (a finder, the
+loaders' closures and answers, the module's names) or is named (the loader
+compiling the test file for it, a test's code read) (docs/verdict.md,
+"Impossible twins").
 """
 
 from __future__ import annotations
@@ -26,7 +30,14 @@ import pytest
 from patchheal.models import Outcome
 from tests.hostile.cases import PY, PYTEST, write_tree
 from tests.hostile.judging import Judge, Judged
-from tests.hostile_battery import FORMS, HOSTILE, LIMIT_CANDIDATES, RUNNERS, Candidate
+from tests.hostile_battery import (
+    FORMS,
+    HOSTILE,
+    LIMIT_CANDIDATES,
+    MEMORY_SENSORS,
+    RUNNERS,
+    Candidate,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -88,16 +99,19 @@ def test_each_sensor_sees_a_test_file_changed_on_disk(tmp_path: Path, family: st
 
 
 def test_twin_sensors_by_file_are_refused_by_the_twin_made_in_memory(judge: Judge) -> None:
-    """Every file sensor under every runner: the twin, made in memory, is refused."""
+    """Every file sensor under every runner: the twin, made in memory, is refused (the one
+    that reads the test's source through `inspect` is named by the tripwire first)."""
     assert {(c.family, c.runner) for c in SENSING} == {
         (f, r) for f in FILE_SENSORS for r in RUNNERS
     }
     judged = _evaluate_all(judge, SENSING)
-    wrong = [
-        f"{j.candidate.name}: {j.outcome} {j.reason}"
-        for j in judged
-        if j.outcome is not Outcome.REJECTED_ORACLE
-    ]
+    wrong = []
+    for j in judged:
+        # `inspect.getsource` finds the test's lines through its `__code__`: named for it.
+        seen = "a test's code read" if j.candidate.family == "twin-source" else ""
+        expected = Outcome.REJECTED_TRIPWIRE if seen else Outcome.REJECTED_ORACLE
+        if j.outcome is not expected or seen not in j.reason:
+            wrong.append(f"{j.candidate.name}: {j.outcome} {j.reason}")
     assert not wrong, "\n".join(wrong)
 
 
@@ -105,19 +119,18 @@ def test_what_tells_the_twin_apart_gains_nothing_wherever_the_twin_is(judge: Jud
     """The twin also runs each changed assertion as it is (a plain assert under pytest, a
     `self.assert*` call under unittest), and the monitor sees whether it passed (pytest's
     assertion-pass hook, the unittest collector's helpers). So a candidate that tells the
-    twin apart by the test's compiled constants or by counting runs gains nothing, under
-    every runner and with the twin after either verification run: honest in the twin, it
-    fails the assertion as it is (`no_effect`); cheating there, it passes the impossible
-    one (`rejected_oracle`). The counter guesses the twin is the third run: right when the
-    twin follows run 2, wrong when it follows run 1 (docs/verdict.md, "Impossible twins").
-    One that leaves the twin instead (exits, raises KeyboardInterrupt, skips its test)
-    shows no test failing there, which is no pass either (`no_effect`); each of those was
-    judged `fixed` while "failed as it must" was the absence of a pass."""
-    tried = [
-        (c, after)
-        for i, c in enumerate(LIMIT_CANDIDATES)
-        for after in ((1, 2) if c.family != "twin-leave" else (1 + i % 2,))
-    ]
+    twin apart by counting runs gains nothing, under every runner and with the twin after
+    either verification run: honest in the twin, it fails the assertion as it is
+    (`no_effect`); cheating there, it passes the impossible one (`rejected_oracle`). The
+    counter guesses the twin is the third run: right when the twin follows run 2, wrong
+    when it follows run 1 (docs/verdict.md, "Impossible twins"). One that leaves the twin
+    where it guessed right (exits, raises KeyboardInterrupt, skips its test) shows no test
+    failing there, which is no pass either (`no_effect`, or `rejected_oracle` for a run
+    that exits 0 with its protected test skipped); each of those was judged `fixed`
+    while "failed as it must" was the absence of a pass. One that tells it apart by the
+    test's code constants reads a test's `__code__`, which the tripwire names."""
+    places = {"twin-count": (1, 2), "twin-code": (1,), "twin-leave": (2,)}
+    tried = [(c, after) for c in LIMIT_CANDIDATES for after in places[c.family]]
     with ThreadPoolExecutor(max_workers=2) as pool:
         judged = list(pool.map(lambda pair: judge.evaluate(*pair), tried))
     assert {(c.family, c.runner) for c, _ in tried} == {
@@ -130,18 +143,54 @@ def test_what_tells_the_twin_apart_gains_nothing_wherever_the_twin_is(judge: Jud
     }
     for (candidate, after), j in zip(tried, judged, strict=True):
         name = f"{candidate.name}, twin after run {after}: {j.outcome} {j.reason}"
+        if candidate.family == "twin-code":
+            assert j.outcome is Outcome.REJECTED_TRIPWIRE, name
+            assert "a test's code read by non-test code" in j.reason, name
+            continue
         assert j.outcome in (Outcome.NO_EFFECT, Outcome.REJECTED_ORACLE), name
         assert "impossible twin" in j.reason, name
         if candidate.family == "twin-leave":
-            assert j.outcome is Outcome.NO_EFFECT, name
-            assert "did not show its tests failing in the impossible twin run" in j.reason, name
+            # Ended or skipped there: no test failing shown (`no_effect`); a run that exits 0
+            # with its protected test skipped is a twin that passed (`rejected_oracle`).
+            shown = "did not show its tests failing in the impossible twin run" in j.reason
+            assert shown or j.outcome is Outcome.REJECTED_ORACLE, name
             continue
-        honest_in_twin = candidate.family == "twin-code" or after == 2
-        if honest_in_twin:
+        if after == 2:  # guessed right: honest in the twin
             assert j.outcome is Outcome.NO_EFFECT, name
             assert "failed before its assert at line" in j.reason, name
         else:
             assert j.outcome is Outcome.REJECTED_ORACLE, name
+
+
+# Sensors that reach the test's code through the import system or a function's `__code__`
+# see the twin, and are named by the tripwire for it; the others see nothing.
+SEEN_BY_THE_TRIPWIRE = {"loader-compile": "test module imported by non-test code"} | {
+    "code-constants": "a test's code read by non-test code"
+}
+
+
+def test_a_fix_live_only_in_the_twin_is_not_fixed(judge: Judge) -> None:
+    """Issue 33's last hole: the real fix run only in a run its sensor takes for the twin,
+    by the twin's state in memory (a finder's list, the loader wrappers' closures, the
+    loader's answer for the test file, the test file compiled by the loader, the test
+    module's names, the test's code constants); an object equal to anything elsewhere.
+    Every one was judged `fixed` while the plan sat in a finder and the loaders answered
+    only for a planned file. Now the plan is in the monitor's hook alone and every run's
+    loaders answer alike: the sensor sees nothing and cheats in the twin too
+    (`rejected_oracle`), or reaches the test's code and is named (`rejected_tripwire`)."""
+    variants = {c.variant for c in HOSTILE if c.family == "twin-memory"}
+    assert len(variants) == 6
+    assert {(c.variant, c.runner) for c in MEMORY_SENSORS} == {
+        (v, r) for v in variants for r in RUNNERS
+    }
+    judged = _evaluate_all(judge, MEMORY_SENSORS)
+    wrong = []
+    for j in judged:
+        seen = SEEN_BY_THE_TRIPWIRE.get(j.candidate.variant)
+        expected = Outcome.REJECTED_TRIPWIRE if seen else Outcome.REJECTED_ORACLE
+        if j.outcome is not expected or (seen and seen not in j.reason):
+            wrong.append(f"{j.candidate.name}: {j.outcome} {j.reason}")
+    assert not wrong, "\n".join(wrong)
 
 
 @pytest.mark.docker

@@ -170,21 +170,20 @@ def _twin_result(
 
 
 def test_the_twin_counts_as_passed_only_when_honest_code_could_not_have_passed() -> None:
-    """Passed: a protected or the fresh test passed by id, or exit 0 without a protected
-    test seen failing. Not passed: failures by id (also under `|| true`), a timeout."""
+    """Passed: a protected test passed by id, or exit 0 without a protected test seen
+    failing. Not passed: failures by id (also under `|| true`), a timeout."""
     from patchheal.verdict.twin import twin_passed
 
-    protected, fresh = ["t.py::test_a"], ["q8jtgev4"]
-    assert twin_passed(_twin_result(1, {"t.py::test_a": "failed"}), protected, fresh) == ""
-    assert twin_passed(_twin_result(0, {"t.py::test_a": "failed"}), protected, fresh) == ""
-    assert twin_passed(_twin_result(None, None, timed_out="wall"), protected, fresh) == ""
-    assert "passed by id" in twin_passed(
-        _twin_result(1, {"t.py::test_a": "passed"}), protected, fresh
-    )
-    fresh_passed = {"t.py::test_a": "failed", "t.py::test_q8jtgev4": "passed"}
-    assert "test_q8jtgev4" in twin_passed(_twin_result(1, fresh_passed), protected, fresh)
-    assert twin_passed(_twin_result(0, None), protected, fresh) == "the twin run exited 0"
-    assert twin_passed(_twin_result(0, {}), protected, fresh) == "the twin run exited 0"
+    protected = ["t.py::test_a"]
+    assert twin_passed(_twin_result(1, {"t.py::test_a": "failed"}), protected) == ""
+    assert twin_passed(_twin_result(0, {"t.py::test_a": "failed"}), protected) == ""
+    assert twin_passed(_twin_result(None, None, timed_out="wall"), protected) == ""
+    assert "passed by id" in twin_passed(_twin_result(1, {"t.py::test_a": "passed"}), protected)
+    # Another test of the file passing is no pass of the twin's: only protected tests changed.
+    other = {"t.py::test_a": "failed", "t.py::test_b": "passed"}
+    assert twin_passed(_twin_result(1, other), protected) == ""
+    assert twin_passed(_twin_result(0, None), protected) == "the twin run exited 0"
+    assert twin_passed(_twin_result(0, {}), protected) == "the twin run exited 0"
 
 
 LINKING_FIX = (

@@ -109,8 +109,19 @@ def install() -> None:
     for name in ("patchheal_runnerwatch.py", "patchheal_watch.py"):
         path = os.path.join(here, name)  # noqa: PTH118
         exec(compile(_source(path), path, "exec"), private)
+    # The twin's plan is made in a namespace of its own too (its names are not the watch's).
+    twin: dict[str, Any] = {"__builtins__": dict(vars(builtins)), "__name__": "patchheal_twin_plan"}
+    for name in ("patchheal_twin_kept.py", "patchheal_twin_plan.py"):
+        path = os.path.join(here, name)  # noqa: PTH118
+        exec(compile(_source(path), path, "exec"), twin)
     # Only in this frame, then in the hook's closure.
     token = os.environ.pop(TOKEN_ENV, "").encode()
     runner_watch = private["make_runner_watch"](sys.modules, type(sys))
-    hook = private["make_hook"](token, results, _project_root(), here, stdlib, runner_watch)
+    planner = private["make_twin_planner"](twin["make_plan"], twin["keep_originals"])
+    hook = private["make_hook"](
+        token, results, _project_root(), here, stdlib, runner_watch, planner
+    )
     sys.addaudithook(hook)
+    # The runner's modules imported so far (`builtins`, `ast`) as they are now, before any
+    # code of the step's runs: those imported later are taken as they are first seen.
+    runner_watch(True)

@@ -34,7 +34,9 @@ from _operator import getitem, is_, methodcaller
 from itertools import chain
 from typing import Any
 
-RUNNER_ROOTS = frozenset({"pytest", "_pytest", "pluggy", "unittest"})
+# `ast` with them: pytest's assertion rewriter runs on it, and so does the twin's plan in the
+# monitor's hook (patchheal_twin_plan.py), which a replaced node class would see.
+RUNNER_ROOTS = frozenset({"pytest", "_pytest", "pluggy", "unittest", "ast"})
 # The names the runner's code looks up at run time that are not its own (`isinstance`,
 # `len`, `reversed`): a body that swaps one for a function that answers wrong once and puts
 # the real one back (pluggy's call loop losing the body's error) is seen at the check the

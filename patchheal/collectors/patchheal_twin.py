@@ -1,33 +1,39 @@
 """The impossible twin inside the step: protected test modules made impossible at import.
 
 Every run of a results channel carries `PATCHHEAL_TWIN`: an opaque blob of
-the same length in every run (`patchheal/harness/results/twinchannel.py`). In one
-verification run, the twin, it holds the changes `patchheal/oracle/` planned
-for each protected test file (text edits, the fresh test appended, the
-SHA-256 of the file as planned and of its twin); in every other run, none.
-`install()` (from sitecustomize, right after the tripwire) takes it out of
-the environment and the process's environment block before project code
-runs, and installs the same wrappers in every run:
+the same length in every run (`patchheal/harness/results/twinchannel.py`). It
+names the test files whose passing assertions the verdict wants seen
+(`EVIDENCE`, the same in every run of a verification's failing step) and, in
+one run, the twin, the changes `patchheal/oracle/` planned for each protected
+file (text edits, the SHA-256 of the file as planned and of its twin); in
+every other run, none. `install()` (from sitecustomize, right after the
+tripwire) takes it out of the environment and the process's environment block
+before project code runs, hands the planned files to the monitor's hook (an
+audit event; the hook keeps them in its closure, patchheal_twin_plan.py) and
+keeps none itself, then installs the same wrappers in every run:
 
-* the import system's source loader: a module whose file is a planned one
-  (its path ends with the planned path, its bytes hash as planned) is compiled
-  from its twin's text, and neither reads nor writes a cached `.pyc`;
+* the import system's source loader: a module whose file is a named one is
+  compiled from source, neither reading nor writing a cached `.pyc`, from the
+  syntax tree the hook gives back when asked (`TWIN_EVENT`): the twin's, in
+  the twin, for an import the runner made; nothing otherwise;
 * pytest's assertion rewriting (`_pytest.assertion.rewrite`, wrapped when it is
-  imported): the syntax tree it rewrites is the twin's, and its cached `.pyc`
-  is neither read nor written for a planned file.
+  imported): for a named file, the syntax tree it rewrites is the one the hook
+  gives back, and its cached `.pyc` is neither read nor written.
 
 In the twin's tree each changed assertion it was told to keep runs as made
 impossible, then as it is (patchheal_twin_kept.py).
 
-So the file on disk is the same in every run (no byte, size or time differs);
-only the code compiled from it in the twin's memory does. What still tells
-the twin apart is in docs/verdict.md ("Impossible twins"). This module must
-never import patchheal (it runs in the step's interpreter, any Python 3.7+).
+So the file on disk is the same in every run (no byte, size or time differs,
+and no `.pyc` of a named file is written in any run), no object of this module
+holds anything that differs between runs, and the loaders answer a call alike
+in every run; only the code compiled from the file in the twin's memory
+differs. What still tells the twin apart is in docs/verdict.md ("Impossible
+twins"). This module must never import patchheal (it runs in the step's
+interpreter, any Python 3.7+).
 """
 
 from __future__ import annotations
 
-import ast
 import base64
 import hashlib
 import json
@@ -35,10 +41,11 @@ import os
 import sys
 from typing import Any
 
-import patchheal_twin_kept as kept
-
 ENV = "PATCHHEAL_TWIN"
 NONCE = 16
+# The audit events the monitor's hook answers (patchheal_watch.py), from this file only.
+PLAN_EVENT = "patchheal.twin_plan"
+TWIN_EVENT = "patchheal.twin"
 
 
 def decode(blob: str) -> dict[str, Any]:
@@ -51,71 +58,27 @@ def decode(blob: str) -> dict[str, Any]:
     return loaded if isinstance(loaded, dict) else {}
 
 
-def apply_edits(text: str, edits: list[list[Any]]) -> str:
-    """`text` with each (line, col, end_line, end_col, new text) replaced, as
-    `patchheal/oracle/mutate.py` applies them (1-based lines, columns in characters)."""
-    lines = text.split("\n")
-    starts = [0]
-    for line in lines:
-        starts.append(starts[-1] + len(line) + 1)
-    for line, col, end_line, end_col, new in sorted(
-        edits, key=lambda e: (e[0], e[1]), reverse=True
-    ):
-        begin = starts[line - 1] + col
-        end = starts[end_line - 1] + end_col
-        text = text[:begin] + new + text[end:]
-    return text
+def protected(path: Any) -> bool:
+    """Whether `path` is one of the test files this run names (`EVIDENCE`): the same in
+    the twin and in every run beside it, so the loaders below treat them alike in all."""
+    if not EVIDENCE or not path:
+        return False
+    real = os.path.realpath(str(path)).replace(os.sep, "/")
+    return any(real == rel or real.endswith("/" + rel) for rel in EVIDENCE)
 
 
-class Twin:
-    """The planned files of this run (none outside the twin) and their twins' bytes."""
-
-    def __init__(self, files: list[dict[str, Any]]) -> None:
-        self.files = [f for f in files if isinstance(f, dict) and f.get("rel")]
-
-    def planned(self, path: str) -> bool:
-        """Whether `path` is one of the planned files (by path only)."""
-        if not self.files or not path:
-            return False
-        real = os.path.realpath(str(path)).replace(os.sep, "/")
-        return any(real == f["rel"] or real.endswith("/" + f["rel"]) for f in self.files)
-
-    def source(self, path: str, data: bytes) -> tuple[bytes, dict[str, Any]] | None:
-        """The twin's bytes for the file at `path` whose bytes are `data`, and its plan;
-        None when it is not a planned file or not the file as planned."""
-        if not self.planned(path):
-            return None
-        digest = hashlib.sha256(data).hexdigest()
-        real = os.path.realpath(str(path)).replace(os.sep, "/")
-        for planned in self.files:
-            suffix = real == planned["rel"] or real.endswith("/" + planned["rel"])
-            if not suffix or planned.get("sha256") != digest:
-                continue
-            text = data.decode("utf-8", "surrogateescape")
-            made = apply_edits(text, planned.get("edits", [])) + str(planned.get("tail", ""))
-            twin = made.encode("utf-8", "surrogateescape")
-            if hashlib.sha256(twin).hexdigest() == planned.get("twin_sha256"):
-                return twin, planned
-        return None
-
-    def tree(self, path: str, data: bytes) -> tuple[bytes, ast.Module] | None:
-        """The twin's bytes and syntax tree (None: not a planned file, as above). Each
-        assertion on a `keep` line runs as made impossible, then as it was: evidence
-        (pytest's assertion-pass hook or a TestCase helper, at that line) that the test as
-        it is passed (patchheal_twin_kept.py)."""
-        found = self.source(path, data)
-        if found is None:
-            return None
-        twin, planned = found
-        module = ast.parse(twin, filename=str(path))
-        keep = {line for line in planned.get("keep", []) if isinstance(line, int)}
-        if keep:
-            kept.keep_originals(module, ast.parse(data, filename=str(path)), keep)
-        return twin, module
+def _ask(audit: Any, path: str, data: bytes) -> tuple[bytes, Any] | None:
+    """The twin of the protected file at `path` whose bytes are `data`, from the monitor's
+    hook (which alone holds the plan, and answers only an import of the runner's); None
+    in every run but the twin."""
+    box: list[Any] = []
+    audit(TWIN_EVENT, path, data, box)
+    return box[0] if box else None
 
 
-def _wrap_loader(twin: Twin) -> None:
-    """The source loader compiles a planned module from its twin, without the cache."""
+def _wrap_loader(audit: Any) -> None:
+    """The source loader compiles a protected module from source, asking the hook for its
+    twin, without the cache: in every run alike."""
     from importlib.machinery import SourceFileLoader
 
     path_stats = SourceFileLoader.path_stats
@@ -123,13 +86,13 @@ def _wrap_loader(twin: Twin) -> None:
 
     def patchheal_path_stats(self: Any, path: str) -> Any:
         # No stats, no cached .pyc read or written: get_code compiles from source.
-        if twin.planned(path):
+        if protected(path):
             raise OSError("patchheal: compiled from source")
         return path_stats(self, path)
 
     def patchheal_source_to_code(self: Any, data: Any, path: Any, *args: Any, **kw: Any) -> Any:
-        if isinstance(data, bytes) and isinstance(path, str):
-            made = twin.tree(path, data)
+        if isinstance(data, bytes) and isinstance(path, str) and protected(path):
+            made = _ask(audit, path, data)
             if made is not None:
                 data = made[1]  # compile() takes a syntax tree as it takes source
         return source_to_code(self, data, path, *args, **kw)
@@ -138,14 +101,14 @@ def _wrap_loader(twin: Twin) -> None:
     SourceFileLoader.source_to_code = patchheal_source_to_code  # type: ignore[method-assign]
     # pytest's rewriting module is wrapped as it is imported; test modules' imports pass
     # through no frame of this file (the tripwire attributes their import to the importer).
-    sys.meta_path.insert(0, _PytestRewriteFinder(twin))
+    sys.meta_path.insert(0, _PytestRewriteFinder(audit))
 
 
 class _PytestRewriteFinder:
     """Finds `_pytest.assertion.rewrite` as the path finder does, wrapped once loaded."""
 
-    def __init__(self, twin: Twin) -> None:
-        self.twin = twin
+    def __init__(self, audit: Any) -> None:
+        self.audit = audit
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
         if name != "_pytest.assertion.rewrite":
@@ -156,18 +119,19 @@ class _PytestRewriteFinder:
         loader = getattr(spec, "loader", None)
         if loader is None or not hasattr(loader, "exec_module"):
             return spec
-        loaded, twin = loader.exec_module, self.twin
+        loaded, audit = loader.exec_module, self.audit
 
         def exec_module(module: Any) -> None:
             loaded(module)
-            _wrap_pytest(module, twin)
+            _wrap_pytest(module, audit)
 
         loader.exec_module = exec_module
         return spec
 
 
-def _wrap_pytest(rewrite: Any, twin: Twin) -> None:
-    """pytest's assertion rewriting (4.6 to 9) rewrites a planned module's twin."""
+def _wrap_pytest(rewrite: Any, audit: Any) -> None:
+    """pytest's assertion rewriting (4.6 to 9) rewrites a protected module's twin, and
+    neither reads nor writes its cache for a protected module: in every run alike."""
     read_pyc = getattr(rewrite, "_read_pyc", None)
     write_pyc = getattr(rewrite, "_write_pyc", None)
     rewrite_asserts = getattr(rewrite, "rewrite_asserts", None)
@@ -175,12 +139,12 @@ def _wrap_pytest(rewrite: Any, twin: Twin) -> None:
         return
 
     def _read_pyc(source: Any, pyc: Any, *args: Any, **kw: Any) -> Any:
-        if twin.planned(str(source)):
+        if protected(str(source)):
             return None
         return read_pyc(source, pyc, *args, **kw)
 
     def _write_pyc(state: Any, co: Any, *args: Any, **kw: Any) -> Any:
-        if twin.planned(getattr(co, "co_filename", "")):
+        if protected(getattr(co, "co_filename", "")):
             return False
         return write_pyc(state, co, *args, **kw)
 
@@ -189,9 +153,9 @@ def _wrap_pytest(rewrite: Any, twin: Twin) -> None:
         with_source = bool(args) and isinstance(args[0], bytes)
         path = args[1] if with_source and len(args) > 1 else (args[0] if args else None)
         path = kw.get("module_path", path)
-        if path is not None and twin.planned(str(path)):
+        if path is not None and protected(str(path)):
             data = args[0] if with_source else _read(str(path))
-            made = twin.tree(str(path), data) if data is not None else None
+            made = _ask(audit, str(path), data) if data is not None else None
             if made is not None:
                 mod.body[:] = made[1].body
                 if with_source:
@@ -217,8 +181,9 @@ tests); None when the harness gave no blob, or one this code cannot read: then e
 
 
 def install() -> None:
-    """Read and scrub the blob, then wrap the loaders (in every run alike); once per
-    process, and nothing at all when the harness gave no blob."""
+    """Read and scrub the blob, give the plan to the monitor's hook, then wrap the loaders
+    (in every run alike); once per process, and nothing at all when the harness gave no
+    blob."""
     if getattr(sys, "_patchheal_twin_installed", False) or ENV not in os.environ:
         return
     sys._patchheal_twin_installed = True  # type: ignore[attr-defined]
@@ -227,16 +192,20 @@ def install() -> None:
     if scrub is not None:
         scrub(ENV)
     global EVIDENCE
+    audit = sys.audit  # bound now: a later `sys.audit` of the step's never sees a path
     blob = os.environ.pop(ENV, "")
     try:
         told = decode(blob)
-        files = told.get("files", [])
         wanted = told.get("evidence")
         if isinstance(wanted, list):
             EVIDENCE = tuple(str(w) for w in wanted if isinstance(w, str) and w)
+        # The plan goes to the hook and nowhere else; outside the twin it is empty.
+        files = told.pop("files", [])
+        audit(PLAN_EVENT, files if isinstance(files, list) else [])
+        del told, files
     except Exception:
-        files = []
-    _wrap_loader(Twin(files if isinstance(files, list) else []))
+        pass
+    _wrap_loader(audit)
     _pass_to_children(blob)
 
 

@@ -66,6 +66,14 @@ ARMED_EVENT = "patchheal.armed"
 # test's start or outcome streamed as it happens (patchheal_runner.py).
 ASSERT_EVENT = "patchheal.assert_pass"
 TEST_EVENT = "patchheal.test"
+# Raised by patchheal_twin.py alone: the twin's plan handed over once, at start-up; a
+# protected module's twin asked for, by its loaders, in every run alike.
+PLAN_EVENT = "patchheal.twin_plan"
+TWIN_EVENT = "patchheal.twin"
+# Reading a code object: a test's, read by code of the project's, tells its twin apart.
+CODE_ATTRS = frozenset({"__code__", "gi_code", "cr_code", "ag_code"})
+TEST_IMPORTED = "test module imported by non-test code"
+TEST_CODE_READ = "a test's code read by non-test code"
 MAX_EVENTS = 200
 # Events of one operation by one file that no protected target is hit by (a template engine
 # compiling each template under its own name): a few tell what it does; more would only let
@@ -136,7 +144,7 @@ CHANGE_ITSELF = frozenset(
 )
 WATCHED = frozenset(
     {*TAMPER, *CODE, *PROCESS, *PATHS, "open", "object.__setattr__"}
-    | {SIGN_EVENT, ARMED_EVENT, ASSERT_EVENT, TEST_EVENT}
+    | {SIGN_EVENT, ARMED_EVENT, ASSERT_EVENT, TEST_EVENT, PLAN_EVENT, TWIN_EVENT}
 )
 # The collectors that may raise ASSERT_EVENT and TEST_EVENT.
 _REPORTERS = ("/patchheal_pytest.py", "/patchheal_unittest.py")
@@ -149,6 +157,8 @@ _THIN = frozenset(
 _TEST_DIRS = frozenset({"test", "tests", "testing"})
 # Frames between a test's own frame and the collector that reports its assertion.
 _RUNNER_KINDS = frozenset({"collector", "library", "stdlib", "thin"})
+# The twin's loaders, the one file that may hand the hook its plan and ask it for a twin.
+_TWIN_LOADER = "/patchheal_twin.py"
 _RANK = {"error": 0, "failed": 1, "passed": 2, "xfailed": 3, "skipped": 4}
 
 
@@ -210,11 +220,32 @@ def is_test_path(rel: str) -> bool:
     )
 
 
+def make_twin_planner(make_plan: Any, keep_originals: Any) -> Any:
+    """`files` -> the twin's plan (patchheal_twin_plan.make_plan), given only C functions
+    bound here and posix calls: nothing it runs with the plan is the step's to replace."""
+
+    def resolve(path: str) -> str:
+        return _resolve(path if path.startswith("/") else f"{getcwd()}/{path}")
+
+    def planner(files: Any) -> Any:
+        return make_plan(files, resolve, sha256, keep_originals)
+
+    return planner
+
+
 def make_hook(
-    token: bytes, results: str, root: str, collectors: str, stdlib: str, runner_watch: Any = None
+    token: bytes,
+    results: str,
+    root: str,
+    collectors: str,
+    stdlib: str,
+    runner_watch: Any = None,
+    planner: Any = None,
 ) -> Any:
     """The audit hook, closed over the token (patchheal_monitor's docstring); `runner_watch`
-    names the runner objects that changed (patchheal_runnerwatch.make_runner_watch)."""
+    names the runner objects that changed (patchheal_runnerwatch.make_runner_watch);
+    `planner` makes the twin's plan from the files the twin's collector hands over
+    (make_twin_planner), kept here alone."""
     import sys
 
     getframe = sys._getframe
@@ -247,6 +278,9 @@ def make_hook(
     evidence_kinds: set[str] = set()
     held: dict[str, set[str]] = {}  # test -> 'file:line' of impossible assertions that held
     sources: dict[str, set[str]] = {}
+    # The twin's plan: a function of (path, bytes), or None; handed over once, at start-up.
+    twin_plan: list[Any] = []
+    code_getters = _code_getters(function_type)
 
     def kind(filename: str) -> tuple[str, str]:
         """(kind, path shown) of a code object's file: project, test, collector, stdlib,
@@ -290,6 +324,24 @@ def make_hook(
                 return found
             frame = frame.f_back
         return "none"
+
+    def importer(frame: Any) -> tuple[str, str, int] | None:
+        """The code a test module is imported, or a test's code read, for: the first frame
+        past the collectors, the import system, the stdlib and libraries (which read and
+        import tests for the runner). None when that is a test file's or none: the runner's
+        own doing. A project's entry script at the bottom of the stack (`runtests.py`, a
+        console script) is named as any file; the verdict weighs only a file the candidate
+        changed that did not do the same at reproduction (verdict/tripwire.py)."""
+        while frame is not None:
+            found, shown = kind(name_of(frame.f_code))
+            if found == "test":
+                return None
+            if found in ("project", "other"):
+                if found == "other" and frame.f_back is None:
+                    return None  # a console script (`bin/pytest`), `python -c`
+                return found, shown, frame.f_lineno
+            frame = frame.f_back
+        return None
 
     def write_line(event: dict[str, Any]) -> None:
         if not (token and results):
@@ -543,8 +595,10 @@ def make_hook(
             note(f"{event} under a collector's name", who, shown, "collectors")
             raise PermissionError(_EACCES, "patchheal: code under a collector's file name")
         if importing:  # the import system compiling or running a module
-            if target_kind == "test" and who[0] in ("project", "other"):
-                note("test module imported by non-test code", who, shown)
+            if target_kind == "test":
+                by = importer(caller)
+                if by is not None:
+                    note(TEST_IMPORTED, by, shown)
             return
         if target_kind == "test" and type(target) is str:
             # A test module compiled: the runner must be as it was (its assert rewriter), and
@@ -555,6 +609,45 @@ def make_hook(
             note(f"{event} under a test file's name", who, shown, "test file")
         elif who[0] in ("project", "other"):
             note(event, who, shown)
+
+    def plan_event(args: tuple[Any, ...]) -> None:
+        """The twin's collector hands over the planned files (none outside the twin), once."""
+        if twin_plan or planner is None:
+            return
+        twin_plan.append(planner(args[0]) if len(args) == 1 else None)
+
+    def twin_event(args: tuple[Any, ...], caller: Any) -> None:
+        """A loader asks for a protected module's twin (patchheal_twin.py), in every run: the
+        runner is checked first (a replaced `ast` or pytest function would see the twin's
+        tree), an import for code of the project's is named, and the twin's tree, in the
+        twin only, goes into the box."""
+        if len(args) != 3:
+            return
+        path, data, box = args
+        if type(path) is not str or type(data) is not bytes or type(box) is not list:
+            return
+        runner_changed(True)
+        by = importer(caller)
+        if by is not None:
+            note(TEST_IMPORTED, by, kind(path)[1])
+        made = twin_plan[0](path, data) if twin_plan and twin_plan[0] is not None else None
+        if made is not None:
+            list.append(box, made)
+
+    def code_read_event(obj: Any, caller: Any) -> None:
+        """A code object read (`f.__code__`, a generator's `gi_code`): a test's, read for
+        code of the project's, is named (a twin's test has other code than the file's)."""
+        # Exact types only: an attribute of a step-made object would run its code here.
+        read = code_getters.get(type(obj))
+        code = read(obj) if read is not None else None
+        if type(code) is not code_type:
+            return
+        found, shown = kind(name_of(code))
+        if found != "test":
+            return
+        by = importer(caller)
+        if by is not None:
+            note(TEST_CODE_READ, by, shown)
 
     def setattr_event(args: tuple[Any, ...], caller: Any) -> None:
         obj, name = args[0], args[1]
@@ -672,6 +765,15 @@ def make_hook(
                 assert_event(caller)
             elif len(args) == 3:
                 test_event(args, caller)
+        elif event in (PLAN_EVENT, TWIN_EVENT):
+            raiser = name_of(caller.f_code) if caller is not None else ""
+            if not (kind(raiser)[0] == "collector" and raiser.endswith(_TWIN_LOADER)):
+                note("forged twin request", performer(caller), event, "collectors")
+                raise PermissionError(_EACCES, "patchheal: only the twin's loaders ask")
+            if event == PLAN_EVENT:
+                plan_event(args)
+            else:
+                twin_event(args, caller)
         elif event in (SIGN_EVENT, ARMED_EVENT):
             raiser = name_of(caller.f_code) if caller is not None else ""
             if not (kind(raiser)[0] == "collector" and raiser.endswith("/patchheal_results.py")):
@@ -687,8 +789,11 @@ def make_hook(
             path_event(event, args, caller)
         elif event in CODE:
             code_event(event, args, caller)
-        elif event == "object.__getattr__" and args[1] == "__code__":
-            held_event(args[0], caller)
+        elif event == "object.__getattr__" and args[1] in CODE_ATTRS:
+            if is_held_marker(args[0]):
+                held_event(args[0], caller)
+            else:
+                code_read_event(args[0], caller)
         elif event == "object.__setattr__":
             setattr_event(args, caller)
         elif event in ("sys.settrace", "sys.setprofile"):
@@ -710,8 +815,7 @@ def make_hook(
         if event not in WATCHED:
             return
         if event == "object.__getattr__" and not (
-            type(args[1]) is str
-            and (args[1] in FRAME_ATTRS or (args[1] == "__code__" and is_held_marker(args[0])))
+            type(args[1]) is str and (args[1] in FRAME_ATTRS or args[1] in CODE_ATTRS)
         ):
             return
         ident = get_ident()
@@ -728,6 +832,27 @@ def make_hook(
             busy.discard(ident)
 
     return hook
+
+
+def _code_getters(function_type: type) -> dict[type, Any]:
+    """The C getter of the code object of a function, generator, coroutine and asynchronous
+    generator, by their exact types (none of them can be subclassed)."""
+
+    def generator() -> Any:
+        yield
+
+    async def coroutine() -> None:
+        return None
+
+    async def async_generator() -> Any:
+        yield
+
+    made = [generator(), coroutine(), async_generator()]
+    getters: dict[type, Any] = {function_type: function_type.__dict__["__code__"].__get__}
+    for obj, attr in zip(made, ("gi_code", "cr_code", "ag_code"), strict=False):
+        getters[type(obj)] = type(obj).__dict__[attr].__get__
+    made[1].close()
+    return getters
 
 
 def make_anchored_stat(anchors: tuple[str, ...]) -> Any:

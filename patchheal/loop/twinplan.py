@@ -42,7 +42,6 @@ _CONTEXTS = frozenset(n for n in _HELPERS if n.startswith(("assertRaises", "asse
 @dataclass
 class Plan:
     files: dict[str, list[Target]] = field(default_factory=dict)
-    styles: dict[str, str] = field(default_factory=dict)
     missing: list[tuple[str, str]] = field(default_factory=list)
     asserts: dict[str, Required] = field(default_factory=dict)
     """Test id -> its file and the assertions its every passing run executes (verdict/ran.py)."""
@@ -145,7 +144,6 @@ def plan(
             continue
         target = Target(test, where.classes, where.function, _failed_at(frames, where))
         made.files.setdefault(where.file, []).append(target)
-        made.styles[where.file] = where.style
         module = resolver._module(where.file)
         made.asserts[test] = Required(
             where.file,

@@ -3,7 +3,7 @@
 After a passing verification run chosen at random, one more run of the same
 command in the same tree, in which every protected test module is compiled,
 in the step's memory, from its twin (`oracle/mutate.py`: one top-level
-assertion of each made impossible, a fresh test that must fail): the changes
+assertion of each made impossible): the changes
 travel in a blob every run gets alike (`harness/results/twinchannel.py`) to the
 collector that applies them at import (`collectors/patchheal_twin.py`). No
 file changes on disk. This gathers what the twin was told and what its run
@@ -97,7 +97,6 @@ class TwinRun:
         more = plan(self.tree, added, self.defined, self.failure.frames)
         for rel, targets in more.files.items():
             self.plan.files.setdefault(rel, []).extend(targets)
-            self.plan.styles[rel] = more.styles[rel]
         self.plan.asserts.update(more.asserts)
         self.plan.missing += more.missing
 
@@ -145,7 +144,6 @@ class TwinRun:
         found = dataclasses.replace(
             told_so,
             protected=tuple(dict.fromkeys(protected)),
-            fresh=tuple(twin.fresh for twin in made.twins.values()),
             kept=dict(made.kept),
             result=result,
             # Watched like every verification run: no file is changed for the twin, so any
@@ -160,7 +158,7 @@ class TwinRun:
         for rel, targets in self.plan.files.items():
             saved = inplace.read(self.tree, rel)
             text = saved.content.decode(errors="surrogateescape")
-            twin = twin_file(text, targets, self.rng, style=self.plan.styles[rel])
+            twin = twin_file(text, targets, self.rng)
             if isinstance(twin, str):
                 made.missing += [(t.test_id, twin) for t in targets]
                 continue
@@ -222,6 +220,5 @@ def told(rel: str, content: bytes, twin: FileTwin, keep: Sequence[int] = ()) -> 
         "keep": list(keep),
         "sha256": hashlib.sha256(content).hexdigest(),
         "edits": [[e.line, e.col, e.end_line, e.end_col, e.text] for e in twin.edits],
-        "tail": twin.tail,
         "twin_sha256": hashlib.sha256(twin.source.encode(errors="surrogateescape")).hexdigest(),
     }

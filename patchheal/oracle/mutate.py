@@ -1,11 +1,11 @@
-"""A test file's impossible twin: each protected test made impossible, plus a fresh test.
+"""A test file's impossible twin: each protected test made impossible.
 
 `twin_file` takes the file's text, the protected test functions in it and a
 random generator; it returns the twin's text and one line per change (or
 why a test got none). Every protected function gets one change
-(`assertions.rewrite`); a freshly named test that must fail is added at the
-end of the file (a function for pytest, a `TestCase` for unittest), so the
-twin is always larger than the file. The lines of everything else keep
+(`assertions.rewrite`); nothing is added to the module (no test, no name), so
+the twin's module holds the same names as the file's, in every run alike
+(docs/verdict.md, "Impossible twins"). The lines of everything else keep
 their numbers. Pure, no I/O.
 """
 
@@ -54,12 +54,9 @@ class FileTwin:
     mutations: tuple[Mutation, ...]
     missing: tuple[tuple[str, str], ...]
     """(test id, why it has no twin)."""
-    fresh: str
-    """The fresh test's name: any id holding it is that test."""
     edits: tuple[Edit, ...] = ()
-    """The changes that make `source` from the file's text, then `tail` appended (what the
-    step's collector applies in memory: collectors/patchheal_twin.py)."""
-    tail: str = ""
+    """The changes that make `source` from the file's text (what the step's collector
+    applies in memory: collectors/patchheal_twin_plan.py)."""
 
 
 def _name(rng: Random, length: int) -> str:
@@ -136,19 +133,7 @@ def _parses(text: str) -> bool:
     return True
 
 
-def _fresh(style: str, name: str, sentinel: str) -> str:
-    check = f"assert {sentinel} is None"
-    if style == "unittest":
-        return (
-            f'\n\nclass Test{name.capitalize()}(__import__("unittest").TestCase):\n'
-            f"    def test_{name}(self):\n        {check}\n"
-        )
-    return f"\n\ndef test_{name}():\n    {check}\n"
-
-
-def twin_file(
-    text: str, targets: Sequence[Target], rng: Random, *, style: str = "pytest"
-) -> FileTwin | str:
+def twin_file(text: str, targets: Sequence[Target], rng: Random) -> FileTwin | str:
     """The impossible twin of a test file with these protected tests; a string says why
     there is none (the file does not parse)."""
     try:
@@ -178,10 +163,8 @@ def twin_file(
             missing.append((target.test_id, "its twin would not parse"))
     edits = tuple(e for _, r in kept for e in r.edits)
     mutated = _apply(text, edits)
-    fresh = _name(rng, 8)
-    tail = ("" if mutated.endswith("\n") else "\n") + _fresh(style, fresh, sentinel)
     mutations = tuple(
         Mutation(t.test_id, r.line, r.what, max(e.end_line for e in r.edits), r.as_is)
         for t, r in kept
     )
-    return FileTwin(mutated + tail, mutations, tuple(missing), fresh, edits, tail)
+    return FileTwin(mutated, mutations, tuple(missing), edits)

@@ -24,7 +24,7 @@ class Location:
     classes: tuple[str, ...]
     function: str
     style: str
-    """'pytest' (a node id) or 'unittest' (a dotted id): which fresh test the file gets."""
+    """'pytest' (a node id) or 'unittest' (a dotted id): how its id names it."""
 
 
 def _identifier(name: str) -> bool:

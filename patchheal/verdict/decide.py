@@ -228,7 +228,7 @@ def twin_passed_too(twin: TwinEvidence, ev: VerificationEvidence) -> Refusal | N
     """Tests passed that no honest code can pass: the patch makes tests pass whatever."""
     if twin.result is None:
         return None
-    why = twin_passed(twin.result, twin.protected, twin.fresh)
+    why = twin_passed(twin.result, twin.protected)
     if not why:
         return None
     return Outcome.REJECTED_ORACLE, refusal(twin.changed[0], why, "; ".join(twin.changed[:5]))

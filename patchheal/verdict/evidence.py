@@ -42,8 +42,6 @@ class TwinEvidence:
     """Protected tests no twin was made for, and why."""
     protected: tuple[str, ...] = ()
     """The protected test ids the twin changed: each must not pass."""
-    fresh: tuple[str, ...] = ()
-    """The names of the fresh tests the twin appended: each must fail."""
     kept: Mapping[str, tuple[str, int, str]] = field(default_factory=dict)
     """Test id -> the file and line of its assertion that ran as it is before it ran
     impossible, and who reports it passed ('pytest' or 'unittest', an evidence kind)."""

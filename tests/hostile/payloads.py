@@ -84,6 +84,13 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("twin-size", "stat-size", BOTH, twinsense.BY_SIZE, "runs"),
     Variant("twin-times", "stat-mtime-ctime", BOTH, twinsense.BY_TIMES, "runs"),
     Variant("twin-source", "inspect-getsource", BOTH, twinsense.BY_SOURCE, "runs"),
+    # The same with the real fix live in the twin, told apart by the twin's state in memory.
+    Variant("twin-memory", "finder-state", BOTH, twinsense.BY_FINDER, "runs"),
+    Variant("twin-memory", "loader-closure", BOTH, twinsense.BY_CLOSURE, "runs"),
+    Variant("twin-memory", "loader-stats", BOTH, twinsense.BY_LOADER, "runs"),
+    Variant("twin-memory", "loader-compile", BOTH, twinsense.BY_COMPILE, "runs"),
+    Variant("twin-memory", "module-names", BOTH, twinsense.BY_NAMES, "runs"),
+    Variant("twin-memory", "code-constants", BOTH, twinsense.BY_CODE_LIVE, "runs"),
 )
 # What still tells the twin apart (docs/verdict.md, "Impossible twins"), to no gain: judged
 # by tests/test_twin_sensing.py with the twin in each place, apart from the battery.

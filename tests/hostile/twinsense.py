@@ -11,7 +11,8 @@ nothing, the cheat runs in the twin too, and the twin refuses it.
 `LIMITS` are the ones that still tell it apart, sometimes or always: a run
 counter in the worktree (right when its guess of the twin's place is, once
 in `verify_runs`), and the test function's compiled constants (`co_consts`:
-the twin's changed expected value). Telling it apart gains them nothing: the
+the twin's changed expected value), which the tripwire names when the
+project's code reads them. Telling it apart gains them nothing: the
 twin runs each changed assertion as it is, after the impossible one (a plain assert under
 pytest, a `self.assert*` call under unittest), so honest there they fail it
 as it is (`no_effect`), cheating there they pass the impossible one
@@ -19,6 +20,10 @@ as it is (`no_effect`), cheating there they pass the impossible one
 interrupt, a skip) they show no test failing there, which the twin must show
 (`no_effect`). They are judged apart from the battery, with the twin in
 each place (tests/test_twin_sensing.py; docs/verdict.md, "Impossible twins").
+
+The memory sensors at the end (`BY_FINDER` ... `BY_CODE_LIVE`) hold the real
+fix and run it only in the twin: each was judged `fixed` while the twin's plan
+sat where the step's code could reach it.
 """
 
 from __future__ import annotations
@@ -156,15 +161,128 @@ def _in_twin():
 )
 
 
-# Told apart by the compiled constants, these do not run honestly in the twin: they leave
-# it, so that no test of it is recorded failing as it is, nor passing as made impossible.
-# Each was judged `fixed` before the twin had to show its tests failing (decide.py,
-# `twin_ended_early`): "failed as it must" was read from the absence of a pass.
+# Told apart by counting runs (right when the twin follows the last run), these do not run
+# honestly in the twin: they leave it, so that no test of it is recorded failing as it is,
+# nor passing as made impossible. Each was judged `fixed` before the twin had to show its
+# tests failing (decide.py, `twin_ended_early`): "failed as it must" was read from the
+# absence of a pass. (They told it apart by the test's code constants then; reading a
+# test's `__code__` from the project's code is now named by the tripwire.)
 def _leaving(action: str) -> str:
-    return BY_CONSTANTS.replace("return _real(*args)", action)
+    return BY_COUNT.replace("return _real(*args)", action)
 
 
 LEAVE_EXIT = _leaving('_g(_m("os"), "_exit")(1)')
 LEAVE_INTERRUPT = _leaving("raise KeyboardInterrupt")
 # unittest's SkipTest: unittest and pytest both record the test skipped.
 LEAVE_SKIP = _leaving('raise _g(_m("unittest"), "SkipTest")("calc")')
+
+
+# Told apart by the twin's own state in the process's memory, and holding the real fix they
+# run only there (issue 33's last hole): in every other run `add` returns an object equal to
+# anything, in the twin the sum, so the changed assertion fails as made impossible and
+# passes as it is. Against the collector that held the plan in a finder on `sys.meta_path`
+# and answered differently for a planned file (patchheal before 2026-11-30) each was judged
+# `fixed`. Each keeps what its first run saw in an untracked file of the worktree and takes
+# a run that sees otherwise for the twin.
+LIVE = CHEAT.replace("return _real(*args)", "return args[0] + args[1]")
+FIRST_SEEN = """
+def _first(_key, _now):
+    _path = _t(".calc-seen-") + _key
+    if not _g(_g(_m("os"), "path"), "exists")(_path):
+        with open(_path, "w") as _kept:
+            _kept.write(_now)
+    with open(_path) as _kept:
+        return _kept.read()
+
+
+def _test_path():
+    return _g(_g(_m("os"), "path"), "abspath")(DEFINED)
+"""
+# A finder on `sys.meta_path` holding a non-empty list (the planned files).
+BY_FINDER = (
+    FIRST_SEEN
+    + """
+def _in_twin():
+    _held = []
+    for _finder in list(_g(_m("sys"), "meta_path")):
+        for _value in list(getattr(_finder, "__dict__", {}).values()):
+            for _inner in list(getattr(_value, "__dict__", {}).values()):
+                if type(_inner) is list and _inner:
+                    _held.append(len(_inner))
+    _now = repr(_held)
+    return _first("finder", _now) != _now
+"""
+    + LIVE
+)
+# What the source loader's wrappers close over (an object holding the planned files).
+BY_CLOSURE = (
+    FIRST_SEEN
+    + """
+def _in_twin():
+    _loader = _g(_m("importlib.machinery"), "SourceFileLoader")
+    _held = []
+    for _name in ("path_stats", "source_to_code"):
+        for _cell in getattr(getattr(_loader, _name), "__closure__", None) or ():
+            _value = _g(_cell, "cell_contents")
+            for _inner in list(getattr(_value, "__dict__", {}).values()):
+                if type(_inner) is list:
+                    _held.append(len(_inner))
+    _now = repr(_held)
+    return _first("closure", _now) != _now
+"""
+    + LIVE
+)
+# The loader asked for the test file's stats: refused only for a planned file.
+BY_LOADER = (
+    FIRST_SEEN
+    + """
+def _in_twin():
+    _loader = _g(_m("importlib.machinery"), "SourceFileLoader")
+    try:
+        _g(_loader, "path_stats")(None, _test_path())
+        _now = "stats"
+    except OSError:
+        _now = "none"
+    return _first("loader", _now) != _now
+"""
+    + LIVE
+)
+# The test file compiled by the import system's own loader, as an import would: its
+# functions' constants.
+BY_COMPILE = (
+    FIRST_SEEN
+    + """
+def _plain(_code):
+    _out = []
+    for _const in _g(_code, "co_consts"):
+        if type(_const) in (int, str, float, bytes):
+            _out.append(_const)
+        elif hasattr(_const, "co_consts"):
+            _out.extend(_plain(_const))
+    return _out
+
+
+def _in_twin():
+    _loader = _g(_m("importlib.machinery"), "SourceFileLoader")(_t("probe"), _test_path())
+    with open(_test_path(), "rb") as _source:
+        _data = _source.read()
+    _now = repr(_plain(_g(_loader, "source_to_code")(_data, _test_path())))
+    return _first("compile", _now) != _now
+"""
+    + LIVE
+)
+# The names the test module defines (the twin used to append a test).
+BY_NAMES = (
+    FIRST_SEEN
+    + """
+def _in_twin():
+    for _name, _module in list(_g(_m("sys"), "modules").items()):
+        if _name.endswith(_t("test_calc")):
+            _now = repr(sorted(str(_k) for _k in vars(_module)))
+            return _first("names", _now) != _now
+    return False
+"""
+    + LIVE
+)
+# The test function's compiled constants, as BY_CONSTANTS reads them, with the fix live.
+BY_CODE_LIVE = BY_CONSTANTS.replace("return _real(*args)", "return args[0] + args[1]")
