@@ -1,145 +1,74 @@
-"""Temp dirs and containers of killed runs are removed at the end of a run and by `gc`,
-each store only its own (issue 25, item 7)."""
+"""What a run left in the worktree is taken away before the next run (workspace/leftovers.py).
+
+Real folders, files and links: what was there before the first run stays as it
+is (changed or not), everything a run added goes, links are removed as links
+and never followed, and `.git` is never touched.
+"""
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
-from typing import Any
 
-import pytest
-
-from patchheal.harness.engine import leftovers, ownership
-from patchheal.workspace.worktrees import store_key
-
-MAKE_DIR = (
-    "import sys; from patchheal.harness.engine import leftovers, ownership; "
-    "ownership.set_store(sys.argv[1] or None); "
-    "print(leftovers.make_temp_dir(sys.argv[2]))"
-)
+from patchheal.workspace import leftovers
 
 
-@pytest.fixture
-def tmpdir_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A temp root of this test's own (TMPDIR), so only its own dirs are looked at."""
-    root = tmp_path / "tmp"
-    root.mkdir()
-    monkeypatch.setenv("TMPDIR", str(root))
-    monkeypatch.setattr(tempfile, "tempdir", None)
-    return root
+def _tree(root: Path) -> Path:
+    tree = root / "tree"
+    (tree / ".git").mkdir(parents=True)
+    (tree / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (tree / "pkg").mkdir()
+    (tree / "pkg" / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    (tree / "pkg.egg-info").mkdir()
+    (tree / "pkg.egg-info" / "PKG-INFO").write_text("Name: pkg\n")
+    (tree / "kept-link").symlink_to("pkg")
+    return tree
 
 
-def _dir_of_a_process_that_died(store: str, prefix: str) -> Path:
-    """A temp dir made by a real patchheal process that then exited (as after a kill)."""
-    done = subprocess.run(
-        [sys.executable, "-c", MAKE_DIR, store, prefix],
-        capture_output=True,
-        text=True,
-        check=True,
-        env=os.environ.copy(),
-    )
-    return Path(done.stdout.strip())
+def test_what_a_run_added_goes_and_what_was_there_stays(tmp_path: Path) -> None:
+    tree = _tree(tmp_path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "precious.txt").write_text("not the tree's\n")
+    before = leftovers.snapshot(tree)
+    assert ".git" not in before
+    assert {"pkg", "pkg/calc.py", "pkg.egg-info/PKG-INFO", "kept-link"} <= before
+
+    # A run: a counter, caches, a new folder with a link out of the tree in it, a link to a
+    # folder outside, a changed file that was there, an empty folder, a file in `.git`.
+    (tree / ".calc-runs").write_text("1")
+    (tree / "pkg" / "__pycache__").mkdir()
+    (tree / "pkg" / "__pycache__" / "calc.cpython-311.pyc").write_bytes(b"\0" * 16)
+    (tree / "build" / "lib").mkdir(parents=True)
+    (tree / "build" / "lib" / "out").symlink_to(outside)
+    (tree / "escape").symlink_to(outside)
+    (tree / "empty-marker").mkdir()
+    (tree / "pkg.egg-info" / "PKG-INFO").write_text("Name: pkg\nmark: 2\n")
+    (tree / ".git" / "ORIG_HEAD").write_text("x\n")
+
+    assert leftovers.remove_new(tree, before) == []
+    assert leftovers.snapshot(tree) == before
+    assert not (tree / ".calc-runs").exists()
+    assert not (tree / "pkg" / "__pycache__").exists()
+    assert not (tree / "build").exists()
+    assert not os.path.lexists(tree / "escape")
+    # Links were removed, never followed: the folder they pointed at is whole.
+    assert (outside / "precious.txt").read_text() == "not the tree's\n"
+    # What was there before stays, as it is now (it is not restored).
+    assert (tree / "pkg.egg-info" / "PKG-INFO").read_text().endswith("mark: 2\n")
+    assert (tree / "kept-link").is_symlink()
+    assert (tree / ".git" / "ORIG_HEAD").exists()
 
 
-def test_temp_dirs_of_dead_owners_of_this_store_are_removed_after_a_run(
-    tmpdir_root: Path,
-) -> None:
-    """`patchheal-session-*` / `patchheal-sources-*` dirs of a killed run of this store go at
-    the end of the next run; a live owner's, another store's, no store's and unmarked dirs
-    stay."""
-    mine, theirs = store_key("sqlite:///a.sqlite3"), store_key("sqlite:///b.sqlite3")
-    dead_session = _dir_of_a_process_that_died(mine, "patchheal-session-")
-    dead_sources = _dir_of_a_process_that_died(mine, "patchheal-sources-")
-    other_store = _dir_of_a_process_that_died(theirs, "patchheal-session-")
-    no_store = _dir_of_a_process_that_died("", "patchheal-session-")
-    ownership.set_store(mine)
-    try:
-        live = leftovers.make_temp_dir("patchheal-results-")
-    finally:
-        ownership.set_store(None)
-    unmarked = tmpdir_root / "patchheal-session-old"
-    unmarked.mkdir()
-    assert {p for p, _ in leftovers.stale_temp_dirs(mine)} == {
-        dead_session,
-        dead_sources,
-        no_store,
-    }
-    leftovers.after_run(mine, None)
-    assert no_store.exists()  # no store's: left to gc, which a person runs
-    assert not dead_session.exists()
-    assert not dead_sources.exists()
-    assert other_store.exists()
-    assert live.exists()
-    assert unmarked.exists()
-
-
-def test_gc_removes_its_own_stores_dead_temp_dirs_only(tmpdir_root: Path, tmp_path: Path) -> None:
-    """`gc --db` after a kill: the store's dead temp dirs are removed, another store's kept."""
-    db = tmp_path / "store.sqlite3"
-    from patchheal.memory.store import AttemptStore
-
-    store = AttemptStore(str(db))
-    key = store_key(store.url)
-    store.close()
-    dead = _dir_of_a_process_that_died(key, "patchheal-sources-")
-    other = _dir_of_a_process_that_died(store_key("sqlite:///elsewhere"), "patchheal-sources-")
-    env = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"}
-    done = subprocess.run(
-        [sys.executable, "-m", "patchheal", "gc", "--db", str(db), "--json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
-    rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    assert {"action": "removed", "kind": "temp dir", "name": str(dead)} in [
-        {k: r[k] for k in ("action", "kind", "name")} for r in rows
-    ], done.stdout + done.stderr
-    assert not dead.exists()
-    assert other.exists()
-
-
-@pytest.mark.docker
-def test_dead_containers_are_judged_by_store(require_docker: None) -> None:
-    """An Exited setup container of a dead owner is this store's to remove only when it
-    carries this store's label (or none); another store's is left to that store's gc."""
-    import docker
-
-    client = docker.from_env()
-    image = next(i for i in client.images.list() if i.tags).tags[0]
-    dead_pid = str(_a_dead_pid())
-    made: list[Any] = []
-    try:
-        for name, store in (("mine", "aaaa"), ("theirs", "bbbb")):
-            labels = {
-                ownership.LABEL: "1",
-                ownership.LABEL_JOB: f"leftovers-{name}",
-                ownership.LABEL_PID: dead_pid,
-                ownership.LABEL_START: "",
-                ownership.LABEL_STORE: store,
-            }
-            made.append(
-                client.containers.create(
-                    image,
-                    command=["true"],
-                    labels=labels,
-                    name=f"ph-test-leftovers-{name}-{os.getpid()}",
-                )
-            )
-        judged = {getattr(c, "name", "") for c, _ in leftovers.dead_containers(client, "aaaa")}
-        assert made[0].name in judged
-        assert made[1].name not in judged
-    finally:
-        for container in made:
-            container.remove(force=True)
-        client.close()
-
-
-def _a_dead_pid() -> int:
-    child = subprocess.Popen(["true"])
-    child.wait()
-    return child.pid
+def test_folders_a_run_made_go_whole_and_old_folders_are_entered(tmp_path: Path) -> None:
+    """A new folder goes with all it holds; in a folder that was there before, only what is
+    new goes (a new `__pycache__` beside the old module)."""
+    tree = _tree(tmp_path)
+    before = leftovers.snapshot(tree)
+    (tree / "made" / "inner").mkdir(parents=True)
+    (tree / "made" / "inner" / "file").write_text("x")
+    (tree / "pkg" / "new.py").write_text("")
+    assert leftovers.remove_new(tree, before) == []
+    assert not (tree / "made").exists()
+    assert not (tree / "pkg" / "new.py").exists()
+    assert (tree / "pkg" / "calc.py").exists()

@@ -8,13 +8,13 @@ way the twin used to change it (times set back), the candidate stands down.
 Then each file sensor (content, size, times, `inspect.getsource`) under every
 runner, names in a rotating form, is verified for real: the twin is made in
 memory, the sensor sees nothing, the cheat runs in the twin too and the twin
-refuses it (`rejected_oracle`). A run counter still tells the twin apart, to no
-gain: the twin also runs each changed assertion as it is; reading the test's
-compiled constants is named by the tripwire; and a candidate that runs the real
-fix only where the twin's state in memory shows it sees nothing (a finder, the
-loaders' closures and answers, the module's names) or is named (the loader
-compiling the test file for it, a test's code read) (docs/verdict.md,
-"Impossible twins").
+refuses it (`rejected_oracle`). A run counter in the worktree never gets past
+1 (each run starts from the worktree the first one started from); reading the
+test's compiled constants is named by the tripwire; and a candidate that runs
+the real fix only where the twin's state in memory or a counter shows it sees
+nothing (a finder, the loaders' closures and answers, the module's names, the
+worktree) or is named (the loader compiling the test file for it, a test's
+code read) (docs/verdict.md, "Impossible twins").
 """
 
 from __future__ import annotations
@@ -116,19 +116,16 @@ def test_twin_sensors_by_file_are_refused_by_the_twin_made_in_memory(judge: Judg
 
 
 def test_what_tells_the_twin_apart_gains_nothing_wherever_the_twin_is(judge: Judge) -> None:
-    """The twin also runs each changed assertion as it is (a plain assert under pytest, a
-    `self.assert*` call under unittest), and the monitor sees whether it passed (pytest's
-    assertion-pass hook, the unittest collector's helpers). So a candidate that tells the
-    twin apart by counting runs gains nothing, under every runner and with the twin after
-    either verification run: honest in the twin, it fails the assertion as it is
-    (`no_effect`); cheating there, it passes the impossible one (`rejected_oracle`). The
-    counter guesses the twin is the third run: right when the twin follows run 2, wrong
-    when it follows run 1 (docs/verdict.md, "Impossible twins"). One that leaves the twin
-    where it guessed right (exits, raises KeyboardInterrupt, skips its test) shows no test
-    failing there, which is no pass either (`no_effect`, or `rejected_oracle` for a run
-    that exits 0 with its protected test skipped); each of those was judged `fixed`
-    while "failed as it must" was the absence of a pass. One that tells it apart by the
-    test's code constants reads a test's `__code__`, which the tripwire names."""
+    """Counting runs finds nothing: each run of the failing step starts from the worktree
+    the first one started from (workspace/leftovers.py), so a counter kept there never
+    gets past 1 and the candidate cheats in the twin too (`rejected_oracle`), wherever the
+    twin is. One that tells the twin apart by the test's code constants reads a test's
+    `__code__`, which the tripwire names. Where a counter still works (the local harness
+    keeps `/tmp` between runs; the Docker harness empties it), leaving the twin where it
+    guessed right (exits, raises KeyboardInterrupt, skips its test) shows no test failing
+    there, which is no pass (`no_effect`, or `rejected_oracle` for a run that exits 0 with
+    its protected test skipped); each of those was judged `fixed` while "failed as it
+    must" was the absence of a pass (docs/verdict.md, "Impossible twins")."""
     places = {"twin-count": (1, 2), "twin-code": (1,), "twin-leave": (2,)}
     tried = [(c, after) for c in LIMIT_CANDIDATES for after in places[c.family]]
     with ThreadPoolExecutor(max_workers=2) as pool:
@@ -155,11 +152,9 @@ def test_what_tells_the_twin_apart_gains_nothing_wherever_the_twin_is(judge: Jud
             shown = "did not show its tests failing in the impossible twin run" in j.reason
             assert shown or j.outcome is Outcome.REJECTED_ORACLE, name
             continue
-        if after == 2:  # guessed right: honest in the twin
-            assert j.outcome is Outcome.NO_EFFECT, name
-            assert "failed before its assert at line" in j.reason, name
-        else:
-            assert j.outcome is Outcome.REJECTED_ORACLE, name
+        # A counter in the worktree never gets past 1: each run starts from the worktree the
+        # first one started from (workspace/leftovers.py), so it cheats in the twin too.
+        assert j.outcome is Outcome.REJECTED_ORACLE, name
 
 
 # Sensors that reach the test's code through the import system or a function's `__code__`
@@ -179,7 +174,7 @@ def test_a_fix_live_only_in_the_twin_is_not_fixed(judge: Judge) -> None:
     loaders answer alike: the sensor sees nothing and cheats in the twin too
     (`rejected_oracle`), or reaches the test's code and is named (`rejected_tripwire`)."""
     variants = {c.variant for c in HOSTILE if c.family == "twin-memory"}
-    assert len(variants) == 6
+    assert len(variants) == 7
     assert {(c.variant, c.runner) for c in MEMORY_SENSORS} == {
         (v, r) for v in variants for r in RUNNERS
     }
@@ -198,12 +193,26 @@ def test_twin_sensors_are_refused_in_the_docker_harness_too(
     tmp_path: Path, require_docker: None
 ) -> None:
     """In a sandboxed container (the worktree bind-mounted, the collectors mounted
-    read-only): the twin is made in the container's Python, and no sensor sees it."""
+    read-only): the twin is made in the container's Python, and no sensor sees it, nor a
+    run counter kept in the worktree or in `/tmp`, with the twin where it would guess."""
     from patchheal.harness.definitions import load_harness
     from patchheal.harness.docker.harness import DockerHarness
 
+    from tests.hostile.payloads import BOTH, Variant
+    from tests.hostile.twinsense import BY_COUNT_TMP_LIVE
+    from tests.hostile_battery import each_runner
+
     picked = [c for c in SENSING if c.runner in ("python-m-pytest", "unittest")]
     picked = [c for c in picked if c.family in ("twin-content", "twin-times")]
+    # The fix live where the twin's state or a counter shows it: the finder, the worktree,
+    # and `/tmp`, which the local harness keeps between runs and the container empties.
+    picked += [
+        c
+        for c in MEMORY_SENSORS
+        if c.runner == "unittest" and c.variant in ("finder-state", "worktree-counter")
+    ]
+    tmp_counter = Variant("twin-memory", "tmp-counter", BOTH, BY_COUNT_TMP_LIVE, "runs")
+    picked += [c for c in each_runner((tmp_counter,)) if c.runner == "python-m-pytest"]
     judge = Judge(
         tmp_path,
         lambda: DockerHarness(load_harness("python"), job_id=f"twin-{tmp_path.name}"),
@@ -211,10 +220,11 @@ def test_twin_sensors_are_refused_in_the_docker_harness_too(
         pytest="python -m pytest",
     )
     try:
-        judged = [judge.evaluate(c) for c in picked]
+        # The twin after the second run: where a counter that survived would guess it.
+        judged = [judge.evaluate(c, 2) for c in picked]
     finally:
         judge.close()
-    assert len(judged) == 4
+    assert len(judged) == 7
     wrong = [
         f"{j.candidate.name}: {j.outcome} {j.reason}"
         for j in judged

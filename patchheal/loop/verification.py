@@ -24,7 +24,7 @@ from patchheal.loop.twins import TwinRun
 from patchheal.models import CommandResult, Failure, Outcome, Verdict
 from patchheal.verdict.decide import decide
 from patchheal.verdict.evidence import VerificationEvidence
-from patchheal.workspace import tracked
+from patchheal.workspace import leftovers, tracked
 
 
 def verify(
@@ -78,7 +78,17 @@ def _gather(
     after the one it follows), then the regression steps. The caller stops asking when the
     evidence so far decides the verification."""
     log = ""
+    # Each run of the failing step, the twin's too, starts from the worktree the first one
+    # started from: nothing a run leaves there tells a later one which it is (leftovers.py).
+    first = leftovers.snapshot(tree)
+
+    def as_first() -> str:
+        failed = leftovers.remove_new(tree, first)
+        return "".join(f"# not removed before the run: {line}\n" for line in failed[:5])
+
     for run in range(1, evidence.verify_runs + 1):
+        if run > 1:
+            log += as_first()
         try:
             with twinchannel.wanting(twin.wanted()):
                 result, touched = _run_watched(harness, step.command, tree, budget, step.results)
@@ -95,6 +105,7 @@ def _gather(
             evidence = evidence.with_plan(twin.plan.asserts)
             yield evidence, log
         if twin.due(run):
+            log += as_first()
             with twinchannel.wanting(twin.wanted()):
                 found, twin_log = twin.run()
             evidence = evidence.with_twin(found)

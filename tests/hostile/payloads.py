@@ -91,6 +91,7 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("twin-memory", "loader-compile", BOTH, twinsense.BY_COMPILE, "runs"),
     Variant("twin-memory", "module-names", BOTH, twinsense.BY_NAMES, "runs"),
     Variant("twin-memory", "code-constants", BOTH, twinsense.BY_CODE_LIVE, "runs"),
+    Variant("twin-memory", "worktree-counter", BOTH, twinsense.BY_COUNT_LIVE, "runs"),
 )
 # What still tells the twin apart (docs/verdict.md, "Impossible twins"), to no gain: judged
 # by tests/test_twin_sensing.py with the twin in each place, apart from the battery.

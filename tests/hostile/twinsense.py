@@ -114,8 +114,10 @@ def _in_twin():
 """
     + CHEAT
 )
-# Limits. A counter of the runs in the worktree: honest in the last one, where the twin
-# always ran before issue 33 (verify_runs + 1 = 3 with the default verify_runs 2).
+# A counter of the runs in the worktree: honest in the third (verify_runs + 1 = 3 with the
+# default verify_runs 2), where the twin runs when it follows the second. Each run of a
+# verification's failing step now starts from the worktree the first one started from
+# (workspace/leftovers.py): the counter never gets past 1.
 BY_COUNT = (
     """
 def _this_run():
@@ -135,6 +137,14 @@ def _in_twin():
     return _RUN == 3
 """
     + CHEAT
+)
+# The same counter in `/tmp` (named after the worktree, so that
+# candidates judged side by side do not share it): the local harness runs the step as the
+# host's user with the host's `/tmp`, which persists between runs; the Docker harness empties
+# it before each (docs/harnesses.md).
+BY_COUNT_TMP = BY_COUNT.replace(
+    '_t(".calc-runs")',
+    '(_t("/tmp/.calc-runs-") + str(_g(_m("zlib"), "crc32")(_g(_m("os"), "getcwd")().encode())))',
 )
 # The test function's compiled constants as the first run of the tree saw them, kept in the
 # worktree (plain values only: a nested code object's repr holds its address).
@@ -161,14 +171,15 @@ def _in_twin():
 )
 
 
-# Told apart by counting runs (right when the twin follows the last run), these do not run
+# Told apart by counting runs in `/tmp` (right when the twin follows the last run; in the local
+# harness, whose `/tmp` persists between runs), these do not run
 # honestly in the twin: they leave it, so that no test of it is recorded failing as it is,
 # nor passing as made impossible. Each was judged `fixed` before the twin had to show its
 # tests failing (decide.py, `twin_ended_early`): "failed as it must" was read from the
 # absence of a pass. (They told it apart by the test's code constants then; reading a
 # test's `__code__` from the project's code is now named by the tripwire.)
 def _leaving(action: str) -> str:
-    return BY_COUNT.replace("return _real(*args)", action)
+    return BY_COUNT_TMP.replace("return _real(*args)", action)
 
 
 LEAVE_EXIT = _leaving('_g(_m("os"), "_exit")(1)')
@@ -286,3 +297,9 @@ def _in_twin():
 )
 # The test function's compiled constants, as BY_CONSTANTS reads them, with the fix live.
 BY_CODE_LIVE = BY_CONSTANTS.replace("return _real(*args)", "return args[0] + args[1]")
+# A run counter in the worktree, with the fix live where it guesses the twin runs.
+BY_COUNT_LIVE = BY_COUNT.replace("return _real(*args)", "return args[0] + args[1]")
+# The same in `/tmp`: told apart where `/tmp` persists between runs (the local harness);
+# the Docker harness empties it before each run. Not in the battery: it is a limit of the
+# local harness (docs/verdict.md), judged in Docker by tests/test_twin_sensing.py.
+BY_COUNT_TMP_LIVE = BY_COUNT_TMP.replace("return _real(*args)", "return args[0] + args[1]")
