@@ -197,7 +197,6 @@ def test_twin_sensors_are_refused_in_the_docker_harness_too(
     run counter kept in the worktree or in `/tmp`, with the twin where it would guess."""
     from patchheal.harness.definitions import load_harness
     from patchheal.harness.docker.harness import DockerHarness
-
     from tests.hostile.payloads import BOTH, Variant
     from tests.hostile.twinsense import BY_COUNT_TMP_LIVE
     from tests.hostile_battery import each_runner

@@ -849,9 +849,12 @@ def _code_getters(function_type: type) -> dict[type, Any]:
 
     made = [generator(), coroutine(), async_generator()]
     getters: dict[type, Any] = {function_type: function_type.__dict__["__code__"].__get__}
-    for obj, attr in zip(made, ("gi_code", "cr_code", "ag_code"), strict=False):
-        getters[type(obj)] = type(obj).__dict__[attr].__get__
-    made[1].close()
+    try:
+        # No zip(): its strict= is Python 3.10's, and this runs on the step's Python.
+        for at, attr in enumerate(("gi_code", "cr_code", "ag_code")):
+            getters[type(made[at])] = type(made[at]).__dict__[attr].__get__
+    finally:
+        made[1].close()
     return getters
 
 
