@@ -117,7 +117,7 @@ def test_twin_sensors_by_file_are_refused_by_the_twin_made_in_memory(judge: Judg
 
 def test_what_tells_the_twin_apart_gains_nothing_wherever_the_twin_is(judge: Judge) -> None:
     """Counting runs finds nothing: each run of the failing step starts from the worktree
-    the first one started from (workspace/leftovers.py), so a counter kept there never
+    the first one started from (workspace/added.py), so a counter kept there never
     gets past 1 and the candidate cheats in the twin too (`rejected_oracle`), wherever the
     twin is. One that tells the twin apart by the test's code constants reads a test's
     `__code__`, which the tripwire names. Where a counter still works (the local harness
@@ -153,7 +153,7 @@ def test_what_tells_the_twin_apart_gains_nothing_wherever_the_twin_is(judge: Jud
             assert shown or j.outcome is Outcome.REJECTED_ORACLE, name
             continue
         # A counter in the worktree never gets past 1: each run starts from the worktree the
-        # first one started from (workspace/leftovers.py), so it cheats in the twin too.
+        # first one started from (workspace/added.py), so it cheats in the twin too.
         assert j.outcome is Outcome.REJECTED_ORACLE, name
 
 

@@ -24,7 +24,7 @@ from patchheal.loop.twins import TwinRun
 from patchheal.models import CommandResult, Failure, Outcome, Verdict
 from patchheal.verdict.decide import decide
 from patchheal.verdict.evidence import VerificationEvidence
-from patchheal.workspace import leftovers, tracked
+from patchheal.workspace import added, tracked
 
 
 def verify(
@@ -79,11 +79,11 @@ def _gather(
     evidence so far decides the verification."""
     log = ""
     # Each run of the failing step, the twin's too, starts from the worktree the first one
-    # started from: nothing a run leaves there tells a later one which it is (leftovers.py).
-    first = leftovers.snapshot(tree)
+    # started from: nothing a run leaves there tells a later one which it is (added.py).
+    first = added.snapshot(tree)
 
     def as_first() -> str:
-        failed = leftovers.remove_new(tree, first)
+        failed = added.remove_new(tree, first)
         return "".join(f"# not removed before the run: {line}\n" for line in failed[:5])
 
     for run in range(1, evidence.verify_runs + 1):

@@ -117,7 +117,7 @@ def _in_twin():
 # A counter of the runs in the worktree: honest in the third (verify_runs + 1 = 3 with the
 # default verify_runs 2), where the twin runs when it follows the second. Each run of a
 # verification's failing step now starts from the worktree the first one started from
-# (workspace/leftovers.py): the counter never gets past 1.
+# (workspace/added.py): the counter never gets past 1.
 BY_COUNT = (
     """
 def _this_run():

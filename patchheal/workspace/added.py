@@ -1,4 +1,4 @@
-"""What a run left in the worktree, taken away before the next run of the same verification.
+"""What a run added to the worktree, taken away before the next run of the same verification.
 
 The runs of a verification's failing step, the impossible twin's among them,
 must look alike to the step's code: the twin's place among them is random, and a

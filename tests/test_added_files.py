@@ -1,4 +1,4 @@
-"""What a run left in the worktree is taken away before the next run (workspace/leftovers.py).
+"""What a run added to the worktree is taken away before the next run (workspace/added.py).
 
 Real folders, files and links: what was there before the first run stays as it
 is (changed or not), everything a run added goes, links are removed as links
@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from patchheal.workspace import leftovers
+from patchheal.workspace import added
 
 
 def _tree(root: Path) -> Path:
@@ -30,7 +30,7 @@ def test_what_a_run_added_goes_and_what_was_there_stays(tmp_path: Path) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "precious.txt").write_text("not the tree's\n")
-    before = leftovers.snapshot(tree)
+    before = added.snapshot(tree)
     assert ".git" not in before
     assert {"pkg", "pkg/calc.py", "pkg.egg-info/PKG-INFO", "kept-link"} <= before
 
@@ -46,8 +46,8 @@ def test_what_a_run_added_goes_and_what_was_there_stays(tmp_path: Path) -> None:
     (tree / "pkg.egg-info" / "PKG-INFO").write_text("Name: pkg\nmark: 2\n")
     (tree / ".git" / "ORIG_HEAD").write_text("x\n")
 
-    assert leftovers.remove_new(tree, before) == []
-    assert leftovers.snapshot(tree) == before
+    assert added.remove_new(tree, before) == []
+    assert added.snapshot(tree) == before
     assert not (tree / ".calc-runs").exists()
     assert not (tree / "pkg" / "__pycache__").exists()
     assert not (tree / "build").exists()
@@ -64,11 +64,11 @@ def test_folders_a_run_made_go_whole_and_old_folders_are_entered(tmp_path: Path)
     """A new folder goes with all it holds; in a folder that was there before, only what is
     new goes (a new `__pycache__` beside the old module)."""
     tree = _tree(tmp_path)
-    before = leftovers.snapshot(tree)
+    before = added.snapshot(tree)
     (tree / "made" / "inner").mkdir(parents=True)
     (tree / "made" / "inner" / "file").write_text("x")
     (tree / "pkg" / "new.py").write_text("")
-    assert leftovers.remove_new(tree, before) == []
+    assert added.remove_new(tree, before) == []
     assert not (tree / "made").exists()
     assert not (tree / "pkg" / "new.py").exists()
     assert (tree / "pkg" / "calc.py").exists()
