@@ -116,6 +116,67 @@ def test_the_hook_attributes_each_watched_operation_to_the_project_line(tmp_path
     assert [e.file for e in signed] == ["main.py"]
 
 
+_READER = """
+import dis
+import importlib
+
+
+def read(function):
+    return function.__code__.co_consts  # @read
+
+
+def through_dis(function):
+    return list(dis.get_instructions(function))  # @dis
+
+
+def load(name):
+    return importlib.import_module(name)  # @load
+"""
+_READS = """
+import tests.test_a  # @import
+import reader
+import patchheal_results
+
+reader.read(tests.test_a.test_x)
+reader.through_dis(tests.test_a.test_x)
+reader.read(reader.read)  # no test's code
+reader.load("tests.test_c")
+patchheal_results.write("unittest", {"outcomes": {"t": "passed"}})
+"""
+
+
+def test_a_tests_code_read_or_module_imported_for_the_projects_code_is_named(
+    tmp_path: Path,
+) -> None:
+    """The tripwire names the project's file that reads a test's code (directly, or through
+    the stdlib's `dis`) or has the import system load a test module (issue 33: the twin's
+    code differs from the file's), at its own line; a test module importing another, and a
+    read of code that is no test's, are not named."""
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "__init__.py").write_text("")
+    (tmp_path / "tests" / "test_a.py").write_text(
+        "import tests.test_b\n\n\ndef test_x():\n    pass\n"
+    )
+    (tmp_path / "tests" / "test_b.py").write_text("def test_y():\n    pass\n")
+    (tmp_path / "tests" / "test_c.py").write_text("def test_z():\n    pass\n")
+    (tmp_path / "reader.py").write_text(_READER)
+    results, output = _run_in_channel(tmp_path, _READS)
+    assert results is not None, output
+    seen = {(e.op, e.file, e.line, e.detail) for e in results.monitor}
+    read, imported = "a test's code read by non-test code", "test module imported by non-test code"
+    assert (read, "reader.py", _line(_READER, "read"), "tests/test_a.py") in seen
+    assert (read, "reader.py", _line(_READER, "dis"), "tests/test_a.py") in seen
+    assert (imported, "reader.py", _line(_READER, "load"), "tests/test_c.py") in seen
+    assert (imported, "main.py", _line(_READS, "import"), "tests/test_a.py") in seen
+    named = {(e.file, e.detail) for e in results.monitor if e.op in (read, imported)}
+    assert named == {
+        ("reader.py", "tests/test_a.py"),
+        ("reader.py", "tests/test_c.py"),
+        ("main.py", "tests/__init__.py"),
+        ("main.py", "tests/test_a.py"),
+    }, named  # not test_b (a test imported it), not reader.py's own code
+
+
 _FLOOD = """
 import sys
 

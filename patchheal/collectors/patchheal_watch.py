@@ -281,6 +281,11 @@ def make_hook(
     # The twin's plan: a function of (path, bytes), or None; handed over once, at start-up.
     twin_plan: list[Any] = []
     code_getters = _code_getters(function_type)
+    # The code objects of collector, import-system, stdlib and library frames the walk for
+    # a test's reader went past: pytest reads tests' code some 60,000 times in click's suite,
+    # from 30 frames deep, and a set of ids is the cheapest way past them.
+    runner_codes: set[int] = set()
+    runner_code_objects: list[Any] = []
 
     def kind(filename: str) -> tuple[str, str]:
         """(kind, path shown) of a code object's file: project, test, collector, stdlib,
@@ -333,13 +338,19 @@ def make_hook(
         console script) is named as any file; the verdict weighs only a file the candidate
         changed that did not do the same at reproduction (verdict/tripwire.py)."""
         while frame is not None:
-            found, shown = kind(name_of(frame.f_code))
+            code = frame.f_code
+            if id(code) in runner_codes:  # the runner's, seen before: no lookup
+                frame = frame.f_back
+                continue
+            found, shown = kind(name_of(code))
             if found == "test":
                 return None
             if found in ("project", "other"):
                 if found == "other" and frame.f_back is None:
                     return None  # a console script (`bin/pytest`), `python -c`
                 return found, shown, frame.f_lineno
+            runner_codes.add(id(code))
+            runner_code_objects.append(code)  # held: its id is never another code's
             frame = frame.f_back
         return None
 
@@ -756,7 +767,12 @@ def make_hook(
 
     def handle(event: str, args: tuple[Any, ...]) -> None:
         caller = getframe(1).f_back  # what raised the event (above hook()), None from C
-        if event in (ASSERT_EVENT, TEST_EVENT):
+        if event == "object.__getattr__" and args[1] in CODE_ATTRS:  # the most frequent
+            if is_held_marker(args[0]):
+                held_event(args[0], caller)
+            else:
+                code_read_event(args[0], caller)
+        elif event in (ASSERT_EVENT, TEST_EVENT):
             raiser = name_of(caller.f_code) if caller is not None else ""
             if not (kind(raiser)[0] == "collector" and raiser.endswith(_REPORTERS)):
                 note("forged test report", performer(caller), event, "collectors")
@@ -789,11 +805,6 @@ def make_hook(
             path_event(event, args, caller)
         elif event in CODE:
             code_event(event, args, caller)
-        elif event == "object.__getattr__" and args[1] in CODE_ATTRS:
-            if is_held_marker(args[0]):
-                held_event(args[0], caller)
-            else:
-                code_read_event(args[0], caller)
         elif event == "object.__setattr__":
             setattr_event(args, caller)
         elif event in ("sys.settrace", "sys.setprofile"):
@@ -823,6 +834,8 @@ def make_hook(
             return
         busy.add(ident)
         try:
+            if event == "object.__getattr__" and not_a_tests_code(args):
+                return  # pytest and libraries reading code that is no test's: most reads
             handle(event, args)
         except PermissionError:
             raise
@@ -830,6 +843,14 @@ def make_hook(
             pass
         finally:
             busy.discard(ident)
+
+    def not_a_tests_code(args: tuple[Any, ...]) -> bool:
+        """A function's `__code__` read whose code is not a test file's (its own audit event
+        comes back while this one is busy): nothing to look at."""
+        obj = args[0]
+        if args[1] != "__code__" or type(obj) is not function_type or is_held_marker(obj):
+            return False
+        return kind(name_of(obj.__code__))[0] != "test"
 
     return hook
 
