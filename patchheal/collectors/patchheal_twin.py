@@ -63,6 +63,10 @@ def protected(path: Any) -> bool:
     the twin and in every run beside it, so the loaders below treat them alike in all."""
     if not EVIDENCE or not path:
         return False
+    # A name no named file has (almost every module an import loads) needs no lookup.
+    name = str(path).replace(os.sep, "/").rpartition("/")[2]
+    if name not in _NAMES:
+        return False
     real = os.path.realpath(str(path)).replace(os.sep, "/")
     return any(real == rel or real.endswith("/" + rel) for rel in EVIDENCE)
 
@@ -174,6 +178,7 @@ def _read(path: str) -> bytes | None:
         return None
 
 
+_NAMES: set[str] = set()  # the named files' own names, as the runner imports them
 EVIDENCE: tuple[str, ...] | None = None
 """The test files whose passing assertions the verdict wants seen in this run (the blob's
 "evidence"; patchheal_pytest.py asks pytest to explain passing asserts only inside their
@@ -199,6 +204,7 @@ def install() -> None:
         wanted = told.get("evidence")
         if isinstance(wanted, list):
             EVIDENCE = tuple(str(w) for w in wanted if isinstance(w, str) and w)
+            _NAMES.update(rel.rpartition("/")[2] for rel in EVIDENCE)
         # The plan goes to the hook and nowhere else; outside the twin it is empty.
         files = told.pop("files", [])
         audit(PLAN_EVENT, files if isinstance(files, list) else [])
