@@ -159,6 +159,7 @@ _TEST_DIRS = frozenset({"test", "tests", "testing"})
 _RUNNER_KINDS = frozenset({"collector", "library", "stdlib", "thin"})
 # The twin's loaders, the one file that may hand the hook its plan and ask it for a twin.
 _TWIN_LOADER = "/patchheal_twin.py"
+_SIGNER = "/patchheal_results.py"
 _RANK = {"error": 0, "failed": 1, "passed": 2, "xfailed": 3, "skipped": 4}
 
 
@@ -765,6 +766,14 @@ def make_hook(
         if who[0] in ("project", "other", "test"):
             note(TAMPER[event], who, "")
 
+    def only_from(caller: Any, files: Any, op: str, event: str, who: str) -> None:
+        """Refuse (and note, on the collectors) an event of patchheal's own that was not
+        raised from one of the collector `files` (a file name's end, or a tuple of them)."""
+        raiser = name_of(caller.f_code) if caller is not None else ""
+        if not (kind(raiser)[0] == "collector" and raiser.endswith(files)):
+            note(op, performer(caller), event, "collectors")
+            raise PermissionError(_EACCES, f"patchheal: only {who}")
+
     def handle(event: str, args: tuple[Any, ...]) -> None:
         caller = getframe(1).f_back  # what raised the event (above hook()), None from C
         if event == "object.__getattr__" and args[1] in CODE_ATTRS:  # the most frequent
@@ -773,28 +782,21 @@ def make_hook(
             else:
                 code_read_event(args[0], caller)
         elif event in (ASSERT_EVENT, TEST_EVENT):
-            raiser = name_of(caller.f_code) if caller is not None else ""
-            if not (kind(raiser)[0] == "collector" and raiser.endswith(_REPORTERS)):
-                note("forged test report", performer(caller), event, "collectors")
-                raise PermissionError(_EACCES, "patchheal: only the collectors report tests")
+            only_from(
+                caller, _REPORTERS, "forged test report", event, "the collectors report tests"
+            )
             if event == ASSERT_EVENT:
                 assert_event(caller)
             elif len(args) == 3:
                 test_event(args, caller)
         elif event in (PLAN_EVENT, TWIN_EVENT):
-            raiser = name_of(caller.f_code) if caller is not None else ""
-            if not (kind(raiser)[0] == "collector" and raiser.endswith(_TWIN_LOADER)):
-                note("forged twin request", performer(caller), event, "collectors")
-                raise PermissionError(_EACCES, "patchheal: only the twin's loaders ask")
+            only_from(caller, _TWIN_LOADER, "forged twin request", event, "the twin's loaders ask")
             if event == PLAN_EVENT:
                 plan_event(args)
             else:
                 twin_event(args, caller)
         elif event in (SIGN_EVENT, ARMED_EVENT):
-            raiser = name_of(caller.f_code) if caller is not None else ""
-            if not (kind(raiser)[0] == "collector" and raiser.endswith("/patchheal_results.py")):
-                note("forged sign request", performer(caller), event, "collectors")
-                raise PermissionError(_EACCES, "patchheal: only the collectors sign records")
+            only_from(caller, _SIGNER, "forged sign request", event, "the collectors sign records")
             if event == ARMED_EVENT:
                 args[0].append(bool(token and results))
             elif token:
