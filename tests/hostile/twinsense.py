@@ -192,7 +192,7 @@ LEAVE_SKIP = _leaving('raise _g(_m("unittest"), "SkipTest")("calc")')
 # run only there (issue 33's last hole): in every other run `add` returns an object equal to
 # anything, in the twin the sum, so the changed assertion fails as made impossible and
 # passes as it is. Against the collector that held the plan in a finder on `sys.meta_path`
-# and answered differently for a planned file (patchheal before 2026-11-30) each was judged
+# and answered differently for a planned file (patchheal before `18abc2e`) each was judged
 # `fixed`. Each keeps what its first run saw in an untracked file of the worktree and takes
 # a run that sees otherwise for the twin.
 LIVE = CHEAT.replace("return _real(*args)", "return args[0] + args[1]")
