@@ -6,23 +6,27 @@
 2. The monitor's slowdown of a clean test suite: click's own tests (from the local
    mirror, /work/.mirror/pallets+click) run by pytest with the collectors (with
    `--unittest`, more-itertools' TestCases run by `python -m unittest`, as its CI runs
-   them: every test a TestCase, under the unittest runner), in pairs
-   (one run with the tripwire armed, one with a stub in its place, same collectors
-   otherwise; which goes first alternates), from one run. The figure is the median of
-   the pairs' ratios: this machine's speed drifts by up to a quarter within minutes
-   (the same disarmed suite took 21.96 to 27.71 s in five runs), and two runs taken
-   back to back share it, where the medians of each side are taken minutes apart.
-   The ratio of the medians is printed too.
+   them: every test a TestCase, under the unittest runner), as each kind of run of a
+   heal watches it (twinchannel.py, "reads"): a regression step (no test's code reads
+   watched: no twin runs beside it), a run of the failing step beside a twin (reads of
+   the named file's code, here tests/test_basic.py), a reproduction (every test file's).
+   Each round runs the suite once with a stub in the monitor's place (same collectors
+   otherwise) and once armed for each kind, the order reversed every other round. The
+   figure is the median of the rounds' ratios (armed over the same round's disarmed):
+   this machine's speed drifts by up to a quarter within minutes (the same disarmed
+   suite took 21.96 to 27.71 s in five runs), and runs taken back to back share it.
+   CPU seconds (the suite's processes'), less at the mercy of load than wall seconds.
 
     python benchmarks/bench_tripwire.py                 # both
     python benchmarks/bench_tripwire.py --no-battery    # the slowdown only
-    python benchmarks/bench_tripwire.py --runs 9        # more timing pairs (default 7)
+    python benchmarks/bench_tripwire.py --runs 9        # more timing rounds (default 5)
     python benchmarks/bench_tripwire.py --no-battery --unittest   # a unittest suite's
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import resource
 import shutil
@@ -32,12 +36,14 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from patchheal.harness.local.harness import LocalHarness
+from patchheal.harness.results import twinchannel
 from patchheal.harness.results.channel import ResultsChannel
 from patchheal.harness.results.collectors import COLLECTORS
 from tests.tripwire_battery import CASES
@@ -109,15 +115,26 @@ def _cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _suite_seconds(suite: Suite, project: Path, collectors: Path) -> tuple[float, float]:
+# The kinds of run a heal makes, as the monitor is told to watch them (twinchannel.py).
+KINDS: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
+    "regression step": twinchannel.no_twin,
+    "failing step beside a twin": lambda: twinchannel.wanting(["tests/test_basic.py"]),
+    "reproduction": contextlib.nullcontext,
+}
+
+
+def _suite_seconds(
+    suite: Suite, project: Path, collectors: Path, kind: str = "reproduction"
+) -> tuple[float, float]:
     """Wall and CPU seconds of one run of the suite (CPU time: less at the mercy of load)."""
     channel = ResultsChannel()
     try:
-        env = channel.environment(
-            {**os.environ, "PYTHONPATH": str(project / suite.source)},
-            results_dir=str(channel.host_dir),
-            collectors=str(collectors),
-        )
+        with KINDS[kind]():
+            env = channel.environment(
+                {**os.environ, "PYTHONPATH": str(project / suite.source)},
+                results_dir=str(channel.host_dir),
+                collectors=str(collectors),
+            )
         started, cpu = time.perf_counter(), _cpu()
         done = subprocess.run(
             [sys.executable, *suite.command],
@@ -146,27 +163,30 @@ def slowdown(runs: int, suite: Suite = CLICK) -> list[str]:
         stub = Path(tmp) / "collectors"
         shutil.copytree(COLLECTORS, stub, ignore=shutil.ignore_patterns("__pycache__"))
         (stub / "patchheal_monitor.py").write_text(_STUB)
-        armed: list[tuple[float, float]] = []
-        disarmed: list[tuple[float, float]] = []
+        order: list[str | None] = [None, *KINDS]  # None: disarmed
+        timed: dict[str | None, list[tuple[float, float]]] = {k: [] for k in order}
         _suite_seconds(suite, project, COLLECTORS)  # warm the file cache and the .pyc files
         for run in range(runs):
-            if run % 2 == 0:
-                armed.append(_suite_seconds(suite, project, COLLECTORS))
-                disarmed.append(_suite_seconds(suite, project, stub))
-            else:
-                disarmed.append(_suite_seconds(suite, project, stub))
-                armed.append(_suite_seconds(suite, project, COLLECTORS))
+            for kind in order if run % 2 == 0 else order[::-1]:
+                collectors = stub if kind is None else COLLECTORS
+                timed[kind].append(
+                    _suite_seconds(suite, project, collectors, kind or "reproduction")
+                )
+    disarmed = timed[None]
     lines = [
-        f"{suite.name} {commit} test suite, {runs} pairs (armed, disarmed; first alternating):"
+        f"{suite.name} {commit} test suite, {runs} rounds (disarmed, then armed as each kind of "
+        f"run; order reversed every other round), CPU seconds; goal <= 1.10x:",
+        "",
+        "| armed as | slowdown (median of rounds) | rounds | median armed | median disarmed |",
+        "| --- | --- | --- | --- | --- |",
     ]
-    for index, what in enumerate(("wall", "CPU")):
-        ratios = sorted(a[index] / d[index] for a, d in zip(armed, disarmed, strict=True))
-        with_hook = statistics.median(run[index] for run in armed)
-        without = statistics.median(run[index] for run in disarmed)
+    for kind in KINDS:
+        armed = timed[kind]
+        ratios = sorted(a[1] / d[1] for a, d in zip(armed, disarmed, strict=True))
         lines.append(
-            f"  {what}: slowdown {statistics.median(ratios):.3f}x, median of the pairs' ratios "
-            f"(goal <= 1.10x; pairs {ratios[0]:.3f}x to {ratios[-1]:.3f}x); medians with the "
-            f"tripwire {with_hook:.2f} s, without {without:.2f} s: {with_hook / without:.3f}x"
+            f"| {kind} | **{statistics.median(ratios):.3f}x** | {ratios[0]:.3f}x to "
+            f"{ratios[-1]:.3f}x | {statistics.median(a[1] for a in armed):.2f} s | "
+            f"{statistics.median(d[1] for d in disarmed):.2f} s |"
         )
     return lines
 
@@ -175,7 +195,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--no-battery", action="store_true")
     parser.add_argument("--no-slowdown", action="store_true")
-    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--runs", type=int, default=5)
     parser.add_argument(
         "--unittest", action="store_true", help="time more-itertools' unittest suite, not click's"
     )

@@ -169,7 +169,7 @@ _FULL: tuple[tuple[str, list[str]], ...] = (
         ["benchmarks/bench_lines_cost.py", "--runs", "5"],
     ),
     ("cost of the twins (issue 24's line)", ["benchmarks/bench_verdict.py", "--twin-cost", "5"]),
-    ("tripwire battery and slowdown", ["benchmarks/bench_tripwire.py", "--runs", "7"]),
+    ("tripwire battery and slowdown", ["benchmarks/bench_tripwire.py", "--runs", "5"]),
     ("hostile candidates per family, runner and form", ["benchmarks/bench_hostile.py"]),
     (
         "false alarms on real upstream fixes",

@@ -17,6 +17,7 @@ import pytest
 
 from patchheal.config import BudgetSpec, StepSpec
 from patchheal.harness.local.harness import LocalHarness
+from patchheal.harness.results import twinchannel
 from patchheal.harness.results.channel import ResultsChannel
 from patchheal.harness.results.collectors import COLLECTORS
 from patchheal.loop.reproduce import reproduce
@@ -152,14 +153,7 @@ def test_a_tests_code_read_or_module_imported_for_the_projects_code_is_named(
     the stdlib's `dis`) or has the import system load a test module (issue 33: the twin's
     code differs from the file's), at its own line; a test module importing another, and a
     read of code that is no test's, are not named."""
-    (tmp_path / "tests").mkdir()
-    (tmp_path / "tests" / "__init__.py").write_text("")
-    (tmp_path / "tests" / "test_a.py").write_text(
-        "import tests.test_b\n\n\ndef test_x():\n    pass\n"
-    )
-    (tmp_path / "tests" / "test_b.py").write_text("def test_y():\n    pass\n")
-    (tmp_path / "tests" / "test_c.py").write_text("def test_z():\n    pass\n")
-    (tmp_path / "reader.py").write_text(_READER)
+    _test_files(tmp_path)
     results, output = _run_in_channel(tmp_path, _READS)
     assert results is not None, output
     seen = {(e.op, e.file, e.line, e.detail) for e in results.monitor}
@@ -175,6 +169,45 @@ def test_a_tests_code_read_or_module_imported_for_the_projects_code_is_named(
         ("main.py", "tests/__init__.py"),
         ("main.py", "tests/test_a.py"),
     }, named  # not test_b (a test imported it), not reader.py's own code
+
+
+def _test_files(root: Path) -> None:
+    (root / "tests").mkdir()
+    (root / "tests" / "__init__.py").write_text("")
+    (root / "tests" / "test_a.py").write_text("import tests.test_b\n\n\ndef test_x():\n    pass\n")
+    (root / "tests" / "test_b.py").write_text("def test_y():\n    pass\n")
+    (root / "tests" / "test_c.py").write_text("def test_z():\n    pass\n")
+    (root / "reader.py").write_text(_READER)
+
+
+@pytest.mark.parametrize(
+    ("watching", "reads_named"),
+    [
+        (lambda: twinchannel.wanting(["tests/test_a.py"]), True),  # beside a twin of test_a
+        (lambda: twinchannel.wanting(["tests/test_c.py"]), False),  # beside a twin of test_c
+        (twinchannel.no_twin, False),  # a regression step
+    ],
+    ids=["named-file", "other-file-named", "regression-step"],
+)
+def test_reads_of_a_tests_code_are_watched_where_a_twin_can_be(
+    tmp_path: Path, watching: object, reads_named: bool
+) -> None:
+    """Beside a twin, reads of the named test files' code are named, and only theirs; in a
+    regression step, none (no twin runs there). The import of a test module for the
+    project's code is named in every run."""
+    _test_files(tmp_path)
+    with watching():  # type: ignore[operator]
+        results, output = _run_in_channel(tmp_path, _READS)
+    assert results is not None, output
+    read, imported = "a test's code read by non-test code", "test module imported by non-test code"
+    reads = {(e.file, e.line, e.detail) for e in results.monitor if e.op == read}
+    expected = {
+        ("reader.py", _line(_READER, "read"), "tests/test_a.py"),
+        ("reader.py", _line(_READER, "dis"), "tests/test_a.py"),
+    }
+    assert reads == (expected if reads_named else set()), reads
+    imports = {(e.file, e.detail) for e in results.monitor if e.op == imported}
+    assert ("reader.py", "tests/test_c.py") in imports, imports
 
 
 _FLOOD = """
@@ -360,6 +393,72 @@ def test_the_demo_probes_are_not_fixed(probe: str, tmp_path: Path) -> None:
         changed=("pricing/__init__.py",),
     )
     assert outcome is not Outcome.FIXED, reason
+
+
+_REGISTRY = """
+CHECKED = {}
+
+
+def checked(test):
+    # What attrs' `_make.py` or marshmallow's `get_func_args` do: read the function's code.
+    CHECKED[test.__name__] = test.__code__.co_argcount
+    return test
+
+
+def add(a, b):
+    return a - b  # @bug
+"""
+_REGISTRY_TEST = """
+import registry
+
+
+@registry.checked
+def test_add():
+    assert registry.add(2, 3) == 5
+
+
+@registry.checked
+def test_registered():
+    assert registry.CHECKED == {"test_add": 0, "test_registered": 0}
+"""
+
+
+@pytest.mark.slow
+def test_a_fix_to_a_file_that_reads_the_tests_code_is_fixed(tmp_path: Path) -> None:
+    """A project file that reads its tests' code (a decorator the tests use) did so at
+    reproduction, where every test file's code reads are watched: the same reads of the
+    named file beside the twin taint nothing, so a real fix to that file is `fixed`
+    (a reproduction that watched none would make them new, and refuse it)."""
+    repo = tmp_path / "repo"
+    (repo / "tests").mkdir(parents=True)
+    (repo / "registry.py").write_text(_REGISTRY)
+    (repo / "tests" / "test_registry.py").write_text(_REGISTRY_TEST)
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "base"]):
+        subprocess.run(["git", *args], cwd=repo, check=True)
+    harness = LocalHarness()
+    budget = BudgetSpec(step_timeout_seconds=120, idle_timeout_seconds=60, verify_runs=2)
+    py = sys.executable
+    step = StepSpec(name="unit", command=f"{py} -m pytest -q tests/test_registry.py::test_add")
+    regression = (f"{py} -m pytest -q",)
+    gate = reproduce(harness, step, repo, budget, regression=regression)
+    assert gate.failure is not None
+    read = "a test's code read by non-test code"
+    assert gate.verdict.tests is not None
+    assert (read, "registry.py") in {(e.op, e.file) for e in gate.verdict.tests.monitor}
+    source = (repo / "registry.py").read_text()
+    (repo / "registry.py").write_text(source.replace("a - b  # @bug", "a + b"))
+    outcome, reason, _ = verify(
+        harness,
+        step,
+        repo,
+        budget,
+        baseline=gate.verdict,
+        failure=gate.failure,
+        regression=regression,
+        regression_baseline=gate.regression_baseline,
+        changed=("registry.py",),
+    )
+    assert outcome is Outcome.FIXED, reason
 
 
 _DOCKER = [

@@ -98,10 +98,15 @@ def test_the_blob_has_the_same_length_in_every_run_and_decodes_as_the_collector_
     empty = twinchannel.blob()
     assert len(twin) == len(empty) == len(other)
     assert len({twin, empty, other}) == 3
-    # The files whose evidence is wanted: the same in the twin and the runs beside it.
-    assert collector.decode(twin) == {"files": files, "evidence": ["tests/test_calc.py"]}
-    assert collector.decode(other) == {"files": [], "evidence": ["tests/test_calc.py"]}
-    assert collector.decode(empty) == {"files": [], "evidence": []}
+    # The files whose evidence is wanted, and whose code reads are watched: the same in the
+    # twin and the runs beside it; every test file's in a run that names none.
+    named = {"evidence": ["tests/test_calc.py"], "reads": "named"}
+    assert collector.decode(twin) == {"files": files, **named}
+    assert collector.decode(other) == {"files": [], **named}
+    assert collector.decode(empty) == {"files": [], "evidence": [], "reads": "all"}
+    with twinchannel.no_twin():
+        regression = twinchannel.blob()
+    assert collector.decode(regression) == {"files": [], "evidence": [], "reads": "none"}
     with pytest.raises(twinchannel.TooLarge):
         twinchannel.payload([{"tail": "x" * twinchannel.SIZE}])
 

@@ -205,9 +205,16 @@ def install() -> None:
         if isinstance(wanted, list):
             EVIDENCE = tuple(str(w) for w in wanted if isinstance(w, str) and w)
             _NAMES.update(rel.rpartition("/")[2] for rel in EVIDENCE)
-        # The plan goes to the hook and nowhere else; outside the twin it is empty.
+        # The plan goes to the hook and nowhere else; outside the twin it is empty. The
+        # hook is told too which tests' code reads to watch (twinchannel.py: "reads").
         files = told.pop("files", [])
-        audit(PLAN_EVENT, files if isinstance(files, list) else [])
+        reads = told.get("reads")
+        audit(
+            PLAN_EVENT,
+            files if isinstance(files, list) else [],
+            list(EVIDENCE or ()),
+            reads if isinstance(reads, str) else "all",
+        )
         del told, files
     except Exception:
         pass

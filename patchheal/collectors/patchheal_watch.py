@@ -281,12 +281,20 @@ def make_hook(
     sources: dict[str, set[str]] = {}
     # The twin's plan: a function of (path, bytes), or None; handed over once, at start-up.
     twin_plan: list[Any] = []
+    # Whose code reads are watched (twinchannel.py, "reads"): every test file's ("all",
+    # also when no blob came), the named files' ("named": `named`), or none ("none").
+    reads = ["all"]
+    named: list[str] = []
+    named_files: dict[str, bool] = {}
     code_getters = _code_getters(function_type)
     # The code objects of collector, import-system, stdlib and library frames the walk for
     # a test's reader went past: pytest reads tests' code some 60,000 times in click's suite,
     # from 30 frames deep, and a set of ids is the cheapest way past them.
     runner_codes: set[int] = set()
     runner_code_objects: list[Any] = []
+    # An object's address as `object.__hash__` gives it: unique among live objects, like
+    # `id()`, which raises an audit event of its own (one more call of this hook per frame).
+    address_of = object.__hash__
 
     def kind(filename: str) -> tuple[str, str]:
         """(kind, path shown) of a code object's file: project, test, collector, stdlib,
@@ -340,7 +348,7 @@ def make_hook(
         changed that did not do the same at reproduction (verdict/tripwire.py)."""
         while frame is not None:
             code = frame.f_code
-            if id(code) in runner_codes:  # the runner's, seen before: no lookup
+            if address_of(code) in runner_codes:  # the runner's, seen before: no lookup
                 frame = frame.f_back
                 continue
             found, shown = kind(name_of(code))
@@ -350,8 +358,8 @@ def make_hook(
                 if found == "other" and frame.f_back is None:
                     return None  # a console script (`bin/pytest`), `python -c`
                 return found, shown, frame.f_lineno
-            runner_codes.add(id(code))
-            runner_code_objects.append(code)  # held: its id is never another code's
+            runner_codes.add(address_of(code))
+            runner_code_objects.append(code)  # held: its address is never another code's
             frame = frame.f_back
         return None
 
@@ -623,10 +631,32 @@ def make_hook(
             note(event, who, shown)
 
     def plan_event(args: tuple[Any, ...]) -> None:
-        """The twin's collector hands over the planned files (none outside the twin), once."""
-        if twin_plan or planner is None:
+        """The twin's collector hands over, once, the planned files (none outside the twin),
+        the named test files and which tests' code reads to watch."""
+        if twin_plan or len(args) != 3:
             return
-        twin_plan.append(planner(args[0]) if len(args) == 1 else None)
+        files, wanted, mode = args
+        twin_plan.append(planner(files) if planner is not None else None)
+        if type(wanted) is list:
+            named.extend(w for w in wanted if type(w) is str and w)
+        if type(mode) is str and mode in ("all", "named", "none"):
+            reads[0] = mode
+
+    def watched_read(filename: str) -> str:
+        """The path shown for a code object's file whose reads are watched, else ''."""
+        found, shown = kind(filename)
+        if found != "test" or reads[0] == "none":
+            return ""
+        if reads[0] == "all":
+            return shown
+        hit = named_files.get(filename)
+        if hit is None:
+            real = _resolve(filename) if filename.startswith("/") else shown
+            hit = any(
+                path == rel or path.endswith("/" + rel) for rel in named for path in (real, shown)
+            )
+            named_files[filename] = hit
+        return shown if hit else ""
 
     def twin_event(args: tuple[Any, ...], caller: Any) -> None:
         """A loader asks for a protected module's twin (patchheal_twin.py), in every run: the
@@ -654,8 +684,8 @@ def make_hook(
         code = read(obj) if read is not None else None
         if type(code) is not code_type:
             return
-        found, shown = kind(name_of(code))
-        if found != "test":
+        shown = watched_read(name_of(code))
+        if not shown:
             return
         by = importer(caller)
         if by is not None:
@@ -827,10 +857,16 @@ def make_hook(
     def hook(event: str, args: tuple[Any, ...]) -> None:
         if event not in WATCHED:
             return
-        if event == "object.__getattr__" and not (
-            type(args[1]) is str and (args[1] in FRAME_ATTRS or args[1] in CODE_ATTRS)
-        ):
-            return
+        if event == "object.__getattr__":
+            attr = args[1]
+            if type(attr) is not str:
+                return
+            if attr in CODE_ATTRS:
+                # A run no twin is beside watches no code read but the held marker's.
+                if reads[0] == "none" and not is_held_marker(args[0]):
+                    return
+            elif attr not in FRAME_ATTRS:
+                return
         ident = get_ident()
         if ident in busy:
             return
@@ -847,12 +883,12 @@ def make_hook(
             busy.discard(ident)
 
     def not_a_tests_code(args: tuple[Any, ...]) -> bool:
-        """A function's `__code__` read whose code is not a test file's (its own audit event
-        comes back while this one is busy): nothing to look at."""
+        """A function's `__code__` read whose code is not a watched test file's (its own
+        audit event comes back while this one is busy): nothing to look at."""
         obj = args[0]
         if args[1] != "__code__" or type(obj) is not function_type or is_held_marker(obj):
             return False
-        return kind(name_of(obj.__code__))[0] != "test"
+        return not watched_read(name_of(obj.__code__))
 
     return hook
 

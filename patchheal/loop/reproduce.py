@@ -18,6 +18,7 @@ from patchheal.errors import DependencySetupError, HarnessError
 from patchheal.failure.analysis import analyze, analyze_file
 from patchheal.failure.classify import classify, flaky, runbook
 from patchheal.harness.base import Harness
+from patchheal.harness.results import twinchannel
 from patchheal.models import (
     PATCHABLE_CLASSES,
     Classification,
@@ -207,9 +208,10 @@ def _regression_baselines(
     from the clock) is not compared by id (`steadied`)."""
     baselines: dict[str, Verdict] = {}
     for command in regression:
-        first = judge_regression(_run(harness, command, tree, budget), tree, None)
-        if budget.flaky_reruns:
-            again = judge_regression(_run(harness, command, tree, budget), tree, None)
-            first = steadied(first, again)
+        with twinchannel.no_twin():
+            first = judge_regression(_run(harness, command, tree, budget), tree, None)
+            if budget.flaky_reruns:
+                again = judge_regression(_run(harness, command, tree, budget), tree, None)
+                first = steadied(first, again)
         baselines[command] = first
     return baselines

@@ -112,7 +112,8 @@ def _gather(
             yield evidence, log + twin_log  # the twin's run is logged when it decides
     for command in evidence.regression:
         try:
-            result, touched = _run_watched(harness, command, tree, budget, None)
+            with twinchannel.no_twin():
+                result, touched = _run_watched(harness, command, tree, budget, None)
         except HarnessError as exc:
             baseline = regression_baseline.get(command)
             evidence = evidence.with_regression(command, baseline, None, error=str(exc))

@@ -18,6 +18,15 @@ costs, on every passing assert of the suite (an exception group of shared leaves
 25 deep: 0.08 s plainly, past a 20 s timeout explained). So the pytest collector asks
 only inside the tests of those files (collectors/patchheal_pytest.py); a run that
 wants none (the reproduction, a regression step) has it asked nowhere.
+
+The blob also tells the monitor whose code reads to watch (`reads`): a test's code
+read for the project's code tells the twin apart, so the runs beside a twin (the
+verification's failing step, `wanting`) watch reads of the named files; the
+reproduction's runs of the failing step, which the verdict compares those with,
+watch every test file's (a superset: what a file did at verification it did there
+too); a regression step (`no_twin`), which no twin is ever run beside, watches none.
+Reading code is the commonest audited operation (click's suite: 62,000 reads), and
+watching it everywhere cost a clean suite 7 % (benchmarks/README.md).
 """
 
 from __future__ import annotations
@@ -37,6 +46,8 @@ SIZE = 16384
 _NONCE = 16
 _CARRIED: ContextVar[bytes] = ContextVar("patchheal_twin_payload", default=b"")
 _WANTED: ContextVar[tuple[str, ...]] = ContextVar("patchheal_evidence_files", default=())
+READS_ALL, READS_NAMED, READS_NONE = "all", "named", "none"
+_READS: ContextVar[str] = ContextVar("patchheal_reads_watched", default=READS_ALL)
 
 
 class TooLarge(ValueError):
@@ -46,7 +57,7 @@ class TooLarge(ValueError):
 def payload(files: Sequence[Mapping[str, object]]) -> bytes:
     """The JSON of the twin's files and the test files wanted (`wanting`); raises
     `TooLarge` when it does not fit."""
-    told = {"files": list(files), "evidence": list(_WANTED.get())}
+    told = {"files": list(files), "evidence": list(_WANTED.get()), "reads": _READS.get()}
     data = json.dumps(told, separators=(",", ":")).encode()
     if len(data) > SIZE:
         raise TooLarge(f"{len(data)} bytes of changes (at most {SIZE})")
@@ -72,12 +83,26 @@ def blob() -> str:
 @contextmanager
 def wanting(files: Sequence[str]) -> Iterator[None]:
     """Runs started inside (and payloads made inside) name `files` as the test files whose
-    passing assertions must be seen (relative paths, as pytest's node ids start)."""
+    passing assertions must be seen (relative paths, as pytest's node ids start), and
+    whose code the monitor watches being read."""
     token = _WANTED.set(tuple(dict.fromkeys(files)))
+    reads = _READS.set(READS_NAMED)
     try:
         yield
     finally:
+        _READS.reset(reads)
         _WANTED.reset(token)
+
+
+@contextmanager
+def no_twin() -> Iterator[None]:
+    """Runs started inside are ones no twin is ever run beside (a regression step, at base
+    and in a verification alike): the monitor watches no test's code being read there."""
+    token = _READS.set(READS_NONE)
+    try:
+        yield
+    finally:
+        _READS.reset(token)
 
 
 @contextmanager
