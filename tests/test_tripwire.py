@@ -20,7 +20,7 @@ from patchheal.harness.local.harness import LocalHarness
 from patchheal.harness.results import twinchannel
 from patchheal.harness.results.channel import ResultsChannel
 from patchheal.harness.results.collectors import COLLECTORS
-from patchheal.loop.reproduce import reproduce
+from patchheal.loop.reproduce import Reproduction, reproduce
 from patchheal.loop.verification import verify
 from patchheal.models import MonitorEvent, Outcome, TestResults
 from patchheal.verdict.tripwire import describe, tainting, why_tainted
@@ -381,6 +381,21 @@ def test_the_demo_probes_are_not_fixed(probe: str, tmp_path: Path) -> None:
     gate = reproduce(harness, step, repo, budget, regression=regression)
     assert gate.failure is not None
     subprocess.run(["git", "apply", str(PROBES / probe)], cwd=repo, check=True)
+    outcome, reason = _verified(harness, step, repo, budget, gate, ("pricing/__init__.py",))
+    assert outcome is not Outcome.FIXED, reason
+
+
+def _verified(
+    harness: LocalHarness,
+    step: StepSpec,
+    repo: Path,
+    budget: BudgetSpec,
+    gate: Reproduction,
+    changed: tuple[str, ...],
+) -> tuple[Outcome, str]:
+    """The verification of the patched `repo` against what `gate` reproduced."""
+    assert gate.failure is not None
+    regression = tuple(gate.regression_baseline)
     outcome, reason, _ = verify(
         harness,
         step,
@@ -390,9 +405,9 @@ def test_the_demo_probes_are_not_fixed(probe: str, tmp_path: Path) -> None:
         failure=gate.failure,
         regression=regression,
         regression_baseline=gate.regression_baseline,
-        changed=("pricing/__init__.py",),
+        changed=changed,
     )
-    assert outcome is not Outcome.FIXED, reason
+    return outcome, reason
 
 
 _REGISTRY = """
@@ -447,17 +462,7 @@ def test_a_fix_to_a_file_that_reads_the_tests_code_is_fixed(tmp_path: Path) -> N
     assert (read, "registry.py") in {(e.op, e.file) for e in gate.verdict.tests.monitor}
     source = (repo / "registry.py").read_text()
     (repo / "registry.py").write_text(source.replace("a - b  # @bug", "a + b"))
-    outcome, reason, _ = verify(
-        harness,
-        step,
-        repo,
-        budget,
-        baseline=gate.verdict,
-        failure=gate.failure,
-        regression=regression,
-        regression_baseline=gate.regression_baseline,
-        changed=("registry.py",),
-    )
+    outcome, reason = _verified(harness, step, repo, budget, gate, ("registry.py",))
     assert outcome is Outcome.FIXED, reason
 
 
