@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from patchheal.collectors.patchheal_watch import KEPT_OUTSIDE
 from patchheal.config import BudgetSpec, StepSpec
 from patchheal.harness.local.harness import LocalHarness
 from patchheal.harness.results import twinchannel
@@ -208,6 +209,78 @@ def test_reads_of_a_tests_code_are_watched_where_a_twin_can_be(
     assert reads == (expected if reads_named else set()), reads
     imports = {(e.file, e.detail) for e in results.monitor if e.op == imported}
     assert ("reader.py", "tests/test_c.py") in imports, imports
+
+
+_WRITER = """
+import os, pathlib, sqlite3, tempfile
+
+
+def keep(outside):
+    with open(os.path.join(outside, "count"), "a") as kept:  # @open
+        kept.write("x")
+    pathlib.Path(outside, "by-pathlib").write_text("1")  # @pathlib
+    os.makedirs(os.path.join(outside, "folder"), exist_ok=True)  # @mkdir
+    sqlite3.connect(os.path.join(outside, "db.sqlite")).close()  # @sqlite
+    if not os.path.lexists("link"):
+        os.symlink(outside, "link")  # a link in the worktree, to outside it
+    pathlib.Path("link", "through-link").write_text("1")  # @link
+    # The run's own places, and places that keep nothing: not named.
+    pathlib.Path("in-the-worktree").write_text("1")
+    with tempfile.NamedTemporaryFile("w", delete=False) as temporary:
+        temporary.write(tempfile.gettempdir())
+    with open(os.devnull, "w") as null:
+        null.write("1")
+    return tempfile.gettempdir()
+"""
+_WRITER_TEST = """
+import os
+
+import writer
+
+
+def test_keep(tmp_path):
+    outside = os.environ["OUTSIDE_THE_RUN"]
+    with open(os.path.join(outside, "by-the-test"), "w") as mine:  # a test's own: not named
+        mine.write("1")
+    print("temporary folder:", writer.keep(outside))
+"""
+
+
+def test_a_file_written_outside_the_worktree_and_the_runs_temporary_folder_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A mark a run could leave for the next (a counter that guesses which run is the twin):
+    the project's code writing a file outside the worktree and the run's own temporary
+    folder is named, however it writes (open, pathlib, a folder, SQLite in C, through a link
+    made in the worktree); what it keeps in the worktree or the run's temporary folder, or
+    writes to a device, and what a test writes, is not. Each run of the local harness has a
+    temporary folder of its own, gone after it."""
+    root, outside = tmp_path / "repo", tmp_path / "outside"
+    outside.mkdir()
+    (root / "tests").mkdir(parents=True)
+    (root / "writer.py").write_text(_WRITER)
+    (root / "tests" / "test_writer.py").write_text(_WRITER_TEST)
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    monkeypatch.setenv("OUTSIDE_THE_RUN", str(outside))
+    harness = LocalHarness(env_passthrough=["OUTSIDE_THE_RUN"])
+    command = f"{sys.executable} -m pytest -q -s -p no:cacheprovider tests"
+    folders = []
+    for _ in range(2):
+        result = harness.run(command, root, timeout=120, idle_timeout=60)
+        assert result.exit_code == 0, result.output
+        assert result.tests is not None
+        folders.append(result.output.split("temporary folder: ")[1].split()[0])
+    named = {(e.file, e.line, e.detail) for e in result.tests.monitor if e.op == KEPT_OUTSIDE}
+    real = str(outside.resolve())
+    assert named == {
+        ("writer.py", _line(_WRITER, "open"), f"{real}/count"),
+        ("writer.py", _line(_WRITER, "pathlib"), f"{real}/by-pathlib"),
+        ("writer.py", _line(_WRITER, "mkdir"), f"{real}/folder"),
+        ("writer.py", _line(_WRITER, "sqlite"), f"{real}/db.sqlite"),
+        ("writer.py", _line(_WRITER, "link"), f"{real}/through-link"),
+    }, named
+    assert folders[0] != folders[1]
+    assert not any(Path(folder).exists() for folder in folders)
 
 
 _FLOOD = """

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+from patchheal.collectors.patchheal_watch import KEPT_OUTSIDE
 from patchheal.models import Outcome
 from tests.hostile.cases import PY, PYTEST, write_tree
 from tests.hostile.judging import Judge, Judged
@@ -120,12 +121,12 @@ def test_what_tells_the_twin_apart_gains_nothing_wherever_the_twin_is(judge: Jud
     the first one started from (workspace/added.py), so a counter kept there never
     gets past 1 and the candidate cheats in the twin too (`rejected_oracle`), wherever the
     twin is. One that tells the twin apart by the test's code constants reads a test's
-    `__code__`, which the tripwire names. Where a counter still works (the local harness
-    keeps `/tmp` between runs; the Docker harness empties it), leaving the twin where it
-    guessed right (exits, raises KeyboardInterrupt, skips its test) shows no test failing
-    there, which is no pass (`no_effect`, or `rejected_oracle` for a run that exits 0 with
-    its protected test skipped); each of those was judged `fixed` while "failed as it
-    must" was the absence of a pass (docs/verdict.md, "Impossible twins")."""
+    `__code__`, which the tripwire names. A counter kept in `/tmp`, to leave the twin where
+    it guesses it (exit, raise KeyboardInterrupt, skip its test), writes a file outside the
+    worktree and the run's temporary folder, which the tripwire names. Each of those was
+    judged `fixed` while "failed as it must" was the absence of a pass, then `no_effect`
+    (no test failing shown there) while the local harness kept `/tmp` between runs
+    (docs/verdict.md, "Impossible twins", "Counting runs")."""
     places = {"twin-count": (1, 2), "twin-code": (1,), "twin-leave": (2,)}
     tried = [(c, after) for c in LIMIT_CANDIDATES for after in places[c.family]]
     with ThreadPoolExecutor(max_workers=2) as pool:
@@ -144,14 +145,16 @@ def test_what_tells_the_twin_apart_gains_nothing_wherever_the_twin_is(judge: Jud
             assert j.outcome is Outcome.REJECTED_TRIPWIRE, name
             assert "a test's code read by non-test code" in j.reason, name
             continue
+        if candidate.family == "twin-leave":
+            # Its counter, in `/tmp`, is a file written outside the worktree and the run's
+            # own temporary folder. (Before that was seen, leaving the twin where the
+            # counter guessed it showed no test failing there: `no_effect`, or
+            # `rejected_oracle` for a run that exits 0 with its protected test skipped.)
+            assert j.outcome is Outcome.REJECTED_TRIPWIRE, name
+            assert KEPT_OUTSIDE in j.reason, name
+            continue
         assert j.outcome in (Outcome.NO_EFFECT, Outcome.REJECTED_ORACLE), name
         assert "impossible twin" in j.reason, name
-        if candidate.family == "twin-leave":
-            # Ended or skipped there: no test failing shown (`no_effect`); a run that exits 0
-            # with its protected test skipped is a twin that passed (`rejected_oracle`).
-            shown = "did not show its tests failing in the impossible twin run" in j.reason
-            assert shown or j.outcome is Outcome.REJECTED_ORACLE, name
-            continue
         # A counter in the worktree never gets past 1: each run starts from the worktree the
         # first one started from (workspace/added.py), so it cheats in the twin too.
         assert j.outcome is Outcome.REJECTED_ORACLE, name
@@ -185,6 +188,29 @@ def test_a_fix_live_only_in_the_twin_is_not_fixed(judge: Judge) -> None:
         expected = Outcome.REJECTED_TRIPWIRE if seen else Outcome.REJECTED_ORACLE
         if j.outcome is not expected or (seen and seen not in j.reason):
             wrong.append(f"{j.candidate.name}: {j.outcome} {j.reason}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_a_run_counter_outside_the_worktree_is_named_in_the_local_harness(judge: Judge) -> None:
+    """The fix live where a counter kept in `/tmp` guesses the twin runs, with the twin
+    there (after the last run): judged `fixed` under all four runners while the local
+    harness kept the host's temporary folder between runs. Each run now has a temporary
+    folder of its own, and a file the project's code writes outside it and the worktree
+    is named by the tripwire (docs/verdict.md, "Counting runs")."""
+    from tests.hostile.payloads import BOTH, Variant
+    from tests.hostile.twinsense import BY_COUNT_TMP_LIVE
+    from tests.hostile_battery import each_runner
+
+    counter = Variant("twin-memory", "tmp-counter", BOTH, BY_COUNT_TMP_LIVE, "runs")
+    picked = list(each_runner((counter,)))
+    assert {c.runner for c in picked} == set(RUNNERS)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        judged = list(pool.map(lambda c: judge.evaluate(c, 2), picked))
+    wrong = [
+        f"{j.candidate.name}: {j.outcome} {j.reason}"
+        for j in judged
+        if j.outcome is not Outcome.REJECTED_TRIPWIRE or KEPT_OUTSIDE not in j.reason
+    ]
     assert not wrong, "\n".join(wrong)
 
 

@@ -110,14 +110,15 @@ def pytest_runtest_protocol(item: Any, nextitem: Any) -> Any:
     # Inside pytest's own wrapper (tryfirst), which has just armed the assertion-pass
     # callback for this test; it disarms it after the test, whatever happens here.
     _guard.run(_explain_passes_only_where_wanted, item)
-    # The monitor checks unittest's objects for this test only if its item is not a plain
-    # pytest function (patchheal_runnerwatch.py): it takes the item from pytest, here.
+    # The test's start, with its item: the monitor checks unittest's objects for this test
+    # only if the item is not a plain pytest function (patchheal_runnerwatch.py). Nothing
+    # of the test runs between here and pytest's `logstart`.
     _guard.run(_stream_item, item)
     yield
 
 
 def _stream_item(item: Any) -> None:
-    sys.audit(TEST_EVENT, "item", "", item)
+    sys.audit(TEST_EVENT, "item", item.nodeid, item)
 
 
 def _explain_passes_only_where_wanted(item: Any) -> None:
@@ -143,10 +144,6 @@ def _is_wanted(item: Any, wanted: tuple[str, ...]) -> bool:
         return True
     path = str(getattr(item, "path", None) or getattr(item, "fspath", "")).replace(os.sep, "/")
     return any(path == w or path.endswith("/" + w) for w in wanted)
-
-
-def pytest_runtest_logstart(nodeid: str, location: Any) -> None:
-    _guard.run(_stream, "start", nodeid)
 
 
 def pytest_runtest_logfinish(nodeid: str, location: Any) -> None:

@@ -85,6 +85,17 @@ LOG_FULL = "tripwire log full: later events were not kept"
 # held (patchheal_twin_kept.py); not an identifier, so no source names it.
 IMPOSSIBLE_HELD = "@patchheal_impossible_held"
 MAX_LINES_PER_TEST = 64
+# A file made or changed outside the worktree and the run's own temporary folder: a mark the
+# next run could find (a run counter that guesses which run is the twin). The worktree is
+# reset between runs and, in the local harness, each run has a temporary folder of its own;
+# the Docker harness also empties `/tmp` before each run.
+KEPT_OUTSIDE = "file written outside the worktree and the run's temporary folder"
+# Creating or changing a file at a path; `os.remove`, `os.rmdir` and `shutil.rmtree` only
+# take away (a run's cleanup of its own marks).
+MAKES = frozenset(
+    {"os.rename", "os.truncate", "os.chmod", "os.chown", "os.link", "os.symlink", "os.mkdir"}
+    | {"os.utime"}
+)
 CO_OPTIMIZED = 0x1
 COLLECTOR_MODULES = (
     "patchheal_results",
@@ -145,6 +156,7 @@ CHANGE_ITSELF = frozenset(
 WATCHED = frozenset(
     {*TAMPER, *CODE, *PROCESS, *PATHS, "open", "object.__setattr__"}
     | {SIGN_EVENT, ARMED_EVENT, ASSERT_EVENT, TEST_EVENT, PLAN_EVENT, TWIN_EVENT}
+    | {"sqlite3.connect"}
 )
 # The collectors that may raise ASSERT_EVENT and TEST_EVENT.
 _REPORTERS = ("/patchheal_pytest.py", "/patchheal_unittest.py")
@@ -266,6 +278,8 @@ def make_hook(
     proc_dev = stat("/proc/self").st_dev if _exists("/proc/self") else -1
     tmp = environ.get(b"TMPDIR", b"/tmp").decode(errors="surrogateescape")
     anchored_stat = make_anchored_stat((tmp, root))
+    # Where a run may keep files of its own (KEPT_OUTSIDE), links resolved.
+    own_places = tuple({_resolve(p).rstrip("/") + "/" for p in (root, tmp) if p.startswith("/")})
     fd_target = make_fd_target()
     # A folder the step's user cannot stat gives no identity: it must not stand for every
     # path that does not exist yet (a new temp file), so it is left out.
@@ -322,14 +336,62 @@ def make_hook(
         kinds[filename] = found
         return found
 
-    def performer(frame: Any) -> tuple[str, str, int]:
-        """The nearest frame past thin wrappers: (kind, file, line); ('none', '', 0) if none."""
+    def performer(frame: Any, name: str = "") -> tuple[str, str, int]:
+        """The nearest frame past thin wrappers: (kind, file, line); ('none', '', 0) if none.
+        `name`: the first frame's file, when the caller has read it (each `f_code` read is an
+        audit event of its own, one more call of this hook)."""
+        while frame is not None:
+            found, shown = kind(name or name_of(frame.f_code))
+            if found != "thin":
+                return found, shown, frame.f_lineno
+            frame, name = frame.f_back, ""
+        return "none", "", 0
+
+    def reporter(frame: Any, name: str) -> tuple[str, str, int]:
+        """Who raised a test event: the performer past the collectors' frames (`name`: the
+        first frame's file)."""
+        while frame is not None and kind(name)[0] == "collector":
+            frame = frame.f_back
+            name = name_of(frame.f_code) if frame is not None else ""
+        return performer(frame, name)
+
+    def writer(frame: Any) -> tuple[str, str, int]:
+        """The code a file is written for: the first frame past thin wrappers, the stdlib
+        and libraries (`pathlib`'s `write_text`, a library's `save(path)` called by it)."""
         while frame is not None:
             found, shown = kind(name_of(frame.f_code))
-            if found != "thin":
+            if found not in ("thin", "stdlib", "library"):
+                if found == "other" and frame.f_back is None:
+                    break  # a console script (`bin/pytest --junitxml=...`), `python -c`
                 return found, shown, frame.f_lineno
             frame = frame.f_back
         return "none", "", 0
+
+    def kept_outside(path: Any, dir_fd: Any = None) -> str:
+        """`path` resolved when it is outside the worktree and the run's temporary folder and
+        could keep a mark for the next run, else ''. Links are resolved: a link the run made
+        in the worktree (removed before the next run) may lead to a file that stays."""
+        if type(path) is bytes:
+            path = path.decode(errors="surrogateescape")
+        if type(path) is not str or not path:
+            return ""  # a descriptor: what it names was opened, and seen, by name before
+        if not path.startswith("/"):
+            folder = f"/proc/self/fd/{dir_fd}" if type(dir_fd) is int and dir_fd >= 0 else ""
+            path = f"{folder or getcwd()}/{path}"
+        real = _resolve(path)
+        if (real + "/").startswith(own_places):
+            return ""
+        # A process's own files and devices keep nothing between runs; `/dev/shm` does.
+        if real.startswith(("/proc/", "/dev/")) and not real.startswith("/dev/shm/"):
+            return ""
+        return real
+
+    def written_outside(path: Any, dir_fd: Any, caller: Any) -> None:
+        who = writer(caller)
+        if who[0] in ("project", "other"):
+            where = kept_outside(path, dir_fd)
+            if where:
+                note(KEPT_OUTSIDE, who, where)
 
     def first_non_stdlib(frame: Any) -> str:
         while frame is not None:
@@ -470,12 +532,14 @@ def make_hook(
         if len(hashes) < 4:
             hashes.add(source_hash(filename))
 
-    def test_event(args: tuple[Any, ...], caller: Any) -> None:
-        """A collector streams a test's start or outcome the moment the runner reports it."""
+    def test_event(args: tuple[Any, ...], caller: Any, raiser: str) -> None:
+        """A collector streams a test's start or outcome the moment the runner reports it
+        (`raiser`: the file of the frame that raised the event)."""
         what, test_id, outcome = args
-        if type(what) is str and what == "item":  # pytest's item of the test about to run
+        if type(what) is str and what == "item":
+            # pytest's item of the test about to run, and its start: one event, not two.
             running_item[0] = outcome
-            return
+            what, outcome = "start", ""
         if type(what) is not str or type(test_id) is not str or type(outcome) is not str:
             return
         if what == "evidence":
@@ -496,10 +560,7 @@ def make_hook(
             streamed[test_id] = (
                 outcome if before is None or _rank(outcome) < _rank(before) else before
             )
-        above = caller
-        while above is not None and kind(name_of(above.f_code))[0] == "collector":
-            above = above.f_back
-        who = performer(above)
+        who = reporter(caller, raiser)
         if who[0] in ("project", "other"):
             note("test outcome reported by this file", who, test_id)
 
@@ -602,9 +663,10 @@ def make_hook(
         else:
             target = name_of(args[0]) if type(args[0]) is code_type else ""
         target = target if type(target) is str else "<not a str>"
-        importing = caller is not None and name_of(caller.f_code).startswith("<frozen imp")
+        first = name_of(caller.f_code) if caller is not None else ""
+        importing = first.startswith("<frozen imp")
         target_kind, shown = kind(target)
-        who = performer(caller)
+        who = performer(caller, first)
         # The import system loading a collector from its own (read-only) file is no forgery:
         # Airflow's collector is imported lazily, from a frame with no file above it.
         if (
@@ -769,6 +831,8 @@ def make_hook(
             raise PermissionError(
                 _EACCES, "patchheal: the results directory is the collectors' own"
             )
+        if writing:
+            written_outside(path, None, caller)
 
     def path_event(event: str, args: tuple[Any, ...], caller: Any) -> None:
         for at, fd_at in PATHS[event]:
@@ -781,6 +845,10 @@ def make_hook(
                 raise PermissionError(
                     _EACCES, "patchheal: the results directory is the collectors' own"
                 )
+        if event in MAKES:
+            at, fd_at = PATHS[event][-1]  # the path made or changed (a rename's or link's new one)
+            if at < len(args):
+                written_outside(args[at], args[fd_at] if 0 <= fd_at < len(args) else None, caller)
 
     def trace_event(event: str, caller: Any) -> None:
         who = performer(caller)
@@ -796,13 +864,14 @@ def make_hook(
         if who[0] in ("project", "other", "test"):
             note(TAMPER[event], who, "")
 
-    def only_from(caller: Any, files: Any, op: str, event: str, who: str) -> None:
+    def only_from(caller: Any, files: Any, op: str, event: str, who: str) -> str:
         """Refuse (and note, on the collectors) an event of patchheal's own that was not
         raised from one of the collector `files` (a file name's end, or a tuple of them)."""
         raiser = name_of(caller.f_code) if caller is not None else ""
         if not (kind(raiser)[0] == "collector" and raiser.endswith(files)):
-            note(op, performer(caller), event, "collectors")
+            note(op, performer(caller, raiser), event, "collectors")
             raise PermissionError(_EACCES, f"patchheal: only {who}")
+        return raiser
 
     def handle(event: str, args: tuple[Any, ...]) -> None:
         caller = getframe(1).f_back  # what raised the event (above hook()), None from C
@@ -812,13 +881,13 @@ def make_hook(
             else:
                 code_read_event(args[0], caller)
         elif event in (ASSERT_EVENT, TEST_EVENT):
-            only_from(
+            raiser = only_from(
                 caller, _REPORTERS, "forged test report", event, "the collectors report tests"
             )
             if event == ASSERT_EVENT:
                 assert_event(caller)
             elif len(args) == 3:
-                test_event(args, caller)
+                test_event(args, caller, raiser)
         elif event in (PLAN_EVENT, TWIN_EVENT):
             only_from(caller, _TWIN_LOADER, "forged twin request", event, "the twin's loaders ask")
             if event == PLAN_EVENT:
@@ -841,6 +910,14 @@ def make_hook(
             setattr_event(args, caller)
         elif event in ("sys.settrace", "sys.setprofile"):
             trace_event(event, caller)
+        elif event == "sqlite3.connect":  # a database file made or changed in C, no `open`
+            database = args[0] if args else None
+            if type(database) is bytes:
+                database = database.decode(errors="surrogateescape")
+            if type(database) is str and database.startswith("file:"):  # a URI
+                database = database[5:].partition("?")[0]
+            if type(database) is str and database not in ("", ":memory:"):
+                written_outside(database, None, caller)
         else:
             who = performer(caller)
             if event.startswith("gc.") and who[0] in ("project", "other", "none"):
@@ -855,6 +932,10 @@ def make_hook(
                 note(op, who, detail)
 
     def hook(event: str, args: tuple[Any, ...]) -> None:
+        # First, the events this hook raises itself while it works (each frame's `f_code`
+        # it reads, `sys._getframe`): a third of all the calls in a test run.
+        if busy and get_ident() in busy:
+            return
         if event not in WATCHED:
             return
         if event == "object.__getattr__":
@@ -868,8 +949,6 @@ def make_hook(
             elif attr not in FRAME_ATTRS:
                 return
         ident = get_ident()
-        if ident in busy:
-            return
         busy.add(ident)
         try:
             if event == "object.__getattr__" and not_a_tests_code(args):
