@@ -39,6 +39,7 @@ TEMP_PREFIXES = (
     "patchheal-sources-",
     "patchheal-results-",
     "patchheal-context-",
+    "patchheal-run-",  # the local harness's temporary folder of a run
 )
 
 
@@ -93,6 +94,19 @@ def ours(labels: dict[str, str], store: str | None, *, strict: bool = False) -> 
 
 
 def remove_temp_dir(path: Path) -> None:
+    """`path` and everything in it, folders a step made unwritable included (never
+    following a link out of it)."""
+    shutil.rmtree(path, ignore_errors=True)
+    if not path.exists():
+        return
+    for folder, dirs, _ in os.walk(path):
+        for name in dirs:
+            inner = Path(folder) / name
+            if not inner.is_symlink():
+                with contextlib.suppress(OSError):
+                    inner.chmod(stat.S_IRWXU)
+    with contextlib.suppress(OSError):
+        path.chmod(stat.S_IRWXU)
     shutil.rmtree(path, ignore_errors=True)
 
 

@@ -7,16 +7,14 @@ environment patchheal runs in, and the job's steps run with it activated.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
-import stat
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 from patchheal import proc
 from patchheal.harness.base import DETERMINISTIC_ENV, OutputSink
+from patchheal.harness.engine import leftovers
 from patchheal.harness.local.venv import ensure_job_venv, venv_environment
 from patchheal.harness.results.channel import ResultsChannel
 from patchheal.harness.results.collectors import COLLECTORS
@@ -94,13 +92,16 @@ class LocalHarness:
         # (`tempfile`, pytest's `tmp_path`) is not there for the next run to find, as the
         # Docker harness empties `/tmp` before each. A file written anywhere else outside
         # the worktree is the tripwire's (docs/verdict.md, "Counting runs").
-        scratch = tempfile.mkdtemp(prefix="patchheal-run-")
+        # Made with an owner record beside it, so that a run whose patchheal was killed
+        # leaves nothing the next run's cleanup (or `patchheal gc`) does not remove.
+        scratch = leftovers.make_temp_dir("patchheal-run-")
+        (scratch / "tmp").mkdir()
         try:
             env = channel.environment(
                 {
                     **self.environment(worktree),
                     **self._bytecode_env(worktree),
-                    "TMPDIR": scratch,
+                    "TMPDIR": str(scratch / "tmp"),
                 },
                 results_dir=str(channel.host_dir),
                 collectors=str(COLLECTORS),
@@ -117,7 +118,7 @@ class LocalHarness:
             return result.model_copy(update={"tests": channel.collect(worktree, results)})
         finally:
             channel.close()
-            _remove_tree(Path(scratch))
+            leftovers.remove_temp_dir(scratch)
 
     def _bytecode_env(self, worktree: Path) -> dict[str, str]:
         """No bytecode of the tree is ever read: a .pyc a candidate put in __pycache__
@@ -149,20 +150,3 @@ class LocalHarness:
 
     def close(self) -> None:
         return None
-
-
-def _remove_tree(top: Path) -> None:
-    """`top` and everything in it, folders the step made unwritable included (never
-    following a link out of it)."""
-    shutil.rmtree(top, ignore_errors=True)
-    if not top.exists():
-        return
-    for folder, dirs, _ in os.walk(top):
-        for name in dirs:
-            inner = Path(folder) / name
-            if not inner.is_symlink():
-                with contextlib.suppress(OSError):
-                    inner.chmod(stat.S_IRWXU)
-    with contextlib.suppress(OSError):
-        top.chmod(stat.S_IRWXU)
-    shutil.rmtree(top, ignore_errors=True)
