@@ -107,6 +107,27 @@ def test_a_replaced_or_closed_descriptor_gives_what_stat_gives(tmp_path: Path) -
         os.close(other)
 
 
+def test_inside_is_never_wrong_and_needs_no_resolution_for_plain_paths(tmp_path: Path) -> None:
+    """`make_anchored_inside` answers True only for a path that resolves into the anchor,
+    for every spelling; a plain path below it (a file, a file about to be made in a folder
+    that is not there yet) needs no full resolution; a link below it always does."""
+    anchor = _tree(tmp_path)
+    (tmp_path / "anchorx").mkdir()
+    space = _watch_module()
+    inside = space["make_anchored_inside"]((str(anchor),))
+    real = os.path.realpath(anchor) + "/"
+    extra = [f"{anchor}/new-file", f"{anchor}/dir/new/deeper/file", f"{anchor}/to-dir/new"]
+    for path in _spellings(anchor) + extra:
+        if inside(path):
+            assert (os.path.realpath(path) + "/").startswith(real), path
+    for path in (f"{anchor}/file", f"{anchor}/dir/inner", f"{anchor}//dir/./inner", *extra[:2]):
+        assert inside(path), path
+    for path in (f"{anchor}/to-outside", f"{anchor}/to-dir/far", f"{anchor}/relative-up"):
+        assert not inside(path), path
+    assert not inside(f"{anchor}/dir/deep/../inner")  # `..`: left to the full resolution
+    assert not inside(str(tmp_path / "anchorx" / "file"))
+
+
 def _run_step(script: str, tmp: Path, results: Path) -> subprocess.CompletedProcess[str]:
     """`script` as a step with the collectors armed, `tmp` its temporary folder."""
     env = {

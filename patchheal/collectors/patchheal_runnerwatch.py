@@ -20,9 +20,10 @@ tables); only when anything differs does it look entry by entry. The modules a
 test's outcome goes through are checked once a test, when its body is done and
 before its outcome is made (patchheal_pytest.py's call wrappers,
 patchheal_unittest.py's `TestCase._callTestMethod` and
-`_Outcome.testPartExecutor`): pytest's and pluggy's for every test, unittest's
-(and the classes of pytest's unittest plugin) only for a test that is not a
-plain pytest function, since only such a test's outcome goes through them. The
+`_Outcome.testPartExecutor`): pytest's, pluggy's and the pytest collector's for
+every test, unittest's (with the unittest collector and the classes of pytest's
+unittest plugin) only for a test that is not a plain pytest function, since only
+such a test's outcome goes through them. The
 rest are checked one sixteenth at a time in rotation, and everything at
 test-module compile time and when a record is signed (docs/verdict.md,
 "Outcomes the step cannot rewrite").
@@ -70,6 +71,16 @@ CORE = frozenset(
 # name is bound (`unittest.TestCase` is `unittest.case.TestCase`).
 UNITTEST_PATH = frozenset({"unittest.case", "unittest.result", "unittest.suite"})
 _UNITTEST_CLASSES = UNITTEST_PATH | {"_pytest.unittest"}
+# The collectors go with the runner whose outcomes they record: unittest's with unittest's
+# modules; these, which run at start-up (the monitor's installer), at an import (the twin's
+# loader: each of its imports is checked in full first) or only in another runner's
+# process (Airflow's), with the rest. Any other collector (pytest's plugin and what it
+# calls at every test: the results channel, the guard, the tracer) at every test.
+UNITTEST_COLLECTORS = frozenset({"patchheal_unittest", "patchheal_unittest_names"})
+OFF_PATH_COLLECTORS = frozenset(
+    {"patchheal_monitor", "patchheal_twin", "patchheal_twin_kept", "patchheal_twin_plan"}
+    | {"patchheal_airflow", "patchheal_watch", "patchheal_runnerwatch"}
+)
 # The item type of a plain pytest test function (its outcome goes through no unittest code).
 _PLAIN_ITEM = ("_pytest.python", "Function")
 SLICES = 16
@@ -213,10 +224,12 @@ def make_runner_watch(modules: dict[str, Any], module_type: type) -> Any:
     counts = [0, 0]  # len(sys.modules) at the last scan; the rotation
 
     def group(module_name: str) -> _Group:
-        if module_name in CORE or module_name.startswith("patchheal_"):
-            return core
-        if module_name in UNITTEST_PATH:
+        if module_name in UNITTEST_PATH or module_name in UNITTEST_COLLECTORS:
             return unit
+        if module_name in CORE or (
+            module_name.startswith("patchheal_") and module_name not in OFF_PATH_COLLECTORS
+        ):
+            return core
         return rest[len(seen_modules) % SLICES]
 
     def add_class(cls: Any, key: str, into: _Group) -> None:

@@ -280,6 +280,7 @@ def make_hook(
     anchored_stat = make_anchored_stat((tmp, root))
     # Where a run may keep files of its own (KEPT_OUTSIDE), links resolved.
     own_places = tuple({_resolve(p).rstrip("/") + "/" for p in (root, tmp) if p.startswith("/")})
+    in_own_place = make_anchored_inside((tmp, root))
     fd_target = make_fd_target()
     # A folder the step's user cannot stat gives no identity: it must not stand for every
     # path that does not exist yet (a new temp file), so it is left out.
@@ -378,6 +379,8 @@ def make_hook(
         if not path.startswith("/"):
             folder = f"/proc/self/fd/{dir_fd}" if type(dir_fd) is int and dir_fd >= 0 else ""
             path = f"{folder or getcwd()}/{path}"
+        if in_own_place(path):
+            return ""
         real = _resolve(path)
         if (real + "/").startswith(own_places):
             return ""
@@ -387,10 +390,13 @@ def make_hook(
         return real
 
     def written_outside(path: Any, dir_fd: Any, caller: Any) -> None:
-        who = writer(caller)
-        if who[0] in ("project", "other"):
-            where = kept_outside(path, dir_fd)
-            if where:
+        # The path first: a few `lstat`s, where the writer's walk reads every frame of a
+        # deep stack (a library's write goes to the bottom), and most writes are the
+        # worktree's or the temporary folder's.
+        where = kept_outside(path, dir_fd)
+        if where:
+            who = writer(caller)
+            if who[0] in ("project", "other"):
                 note(KEPT_OUTSIDE, who, where)
 
     def first_non_stdlib(frame: Any) -> str:
@@ -1008,17 +1014,7 @@ def make_anchored_stat(anchors: tuple[str, ...]) -> Any:
     step that closes or replaces it gets the plain `stat`), and `..` or an absolute link
     still leads where it would have.
     """
-    opened: list[tuple[str, int, tuple[int, int]]] = []
-    for anchor in anchors:
-        anchor = anchor.rstrip("/")
-        if not anchor.startswith("/") or any(anchor == a[0] for a in opened):
-            continue
-        try:
-            fd = _high_fd(os_open(anchor, O_RDONLY | O_DIRECTORY))
-            found = fstat(fd)
-        except OSError:
-            continue
-        opened.append((anchor + "/", fd, (found.st_dev, found.st_ino)))
+    opened = _open_anchors(anchors)
 
     def anchored_stat(path: str) -> Any:
         if type(path) is str:
@@ -1034,6 +1030,56 @@ def make_anchored_stat(anchors: tuple[str, ...]) -> Any:
         return stat(path)
 
     return anchored_stat
+
+
+def make_anchored_inside(anchors: tuple[str, ...]) -> Any:
+    """`inside(path)`: True when the absolute `path` is known, from a descriptor of one of
+    the `anchors` folders, to stay in it once resolved: it is under the folder's name and
+    no part of it below the folder is `..` or a link (up to the first part that does not
+    exist yet, a file about to be made). False when only a full resolution can tell.
+
+    A file written in the worktree or the temporary folder, most of a run's, is told from
+    one kept outside without a lookup from `/` per part (make_anchored_stat's reason)."""
+    opened = _open_anchors(anchors)
+
+    def inside(path: str) -> bool:
+        for prefix, fd, ident in opened:
+            if not path.startswith(prefix):
+                continue
+            parts = [p for p in path[len(prefix) :].split("/") if p and p != "."]
+            if ".." in parts or _still(fd, ident) is None:
+                return False
+            walked = ""
+            for part in parts:
+                walked = f"{walked}/{part}" if walked else part
+                try:
+                    mode = lstat(walked, dir_fd=fd).st_mode
+                except FileNotFoundError:
+                    return True  # nothing from here on exists: no link to lead elsewhere
+                except OSError:
+                    return False
+                if mode & 0o170000 == 0o120000:
+                    return False
+            return True
+        return False
+
+    return inside
+
+
+def _open_anchors(anchors: tuple[str, ...]) -> list[tuple[str, int, tuple[int, int]]]:
+    """(folder + '/', descriptor, identity) of each absolute folder of `anchors` that opens."""
+    opened: list[tuple[str, int, tuple[int, int]]] = []
+    for anchor in anchors:
+        anchor = anchor.rstrip("/")
+        if not anchor.startswith("/") or any(anchor + "/" == a[0] for a in opened):
+            continue
+        try:
+            fd = _high_fd(os_open(anchor, O_RDONLY | O_DIRECTORY))
+            found = fstat(fd)
+        except OSError:
+            continue
+        opened.append((anchor + "/", fd, (found.st_dev, found.st_ino)))
+    return opened
 
 
 def make_fd_target() -> Any:
