@@ -21,6 +21,7 @@
     python benchmarks/bench_tripwire.py --no-battery    # the slowdown only
     python benchmarks/bench_tripwire.py --runs 9        # more timing rounds (default 5)
     python benchmarks/bench_tripwire.py --no-battery --unittest   # a unittest suite's
+    python benchmarks/bench_tripwire.py --no-battery --against df6ed50  # and those collectors'
 """
 
 from __future__ import annotations
@@ -151,7 +152,20 @@ def _suite_seconds(
         channel.close()
 
 
-def slowdown(runs: int, suite: Suite = CLICK) -> list[str]:
+def _collectors_at(revision: str, into: Path) -> Path:
+    """The collectors as they were at `revision` of this checkout (`git archive`)."""
+    archive = subprocess.run(
+        ["git", "archive", revision, "patchheal/collectors"],
+        cwd=Path(__file__).resolve().parents[1],
+        capture_output=True,
+        check=True,
+    ).stdout
+    into.mkdir(parents=True)
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into / "patchheal" / "collectors"
+
+
+def slowdown(runs: int, suite: Suite = CLICK, against: str = "") -> list[str]:
     if not suite.mirror.is_dir():
         return [f"SKIP slowdown: no mirror at {suite.mirror}"]
     with tempfile.TemporaryDirectory(prefix=f"bench-tripwire-{suite.name}-") as tmp:
@@ -163,15 +177,24 @@ def slowdown(runs: int, suite: Suite = CLICK) -> list[str]:
         stub = Path(tmp) / "collectors"
         shutil.copytree(COLLECTORS, stub, ignore=shutil.ignore_patterns("__pycache__"))
         (stub / "patchheal_monitor.py").write_text(_STUB)
-        order: list[str | None] = [None, *KINDS]  # None: disarmed
+        # `--against REV`: the collectors of another revision, armed as a regression step in
+        # the same rounds, so that a change's own effect is a ratio taken side by side.
+        baseline = _collectors_at(against, Path(tmp) / "against") if against else None
+        before = f"regression step, collectors of {against}"
+        order: list[str | None] = [None, *KINDS, *([before] if baseline else [])]
         timed: dict[str | None, list[tuple[float, float]]] = {k: [] for k in order}
         _suite_seconds(suite, project, COLLECTORS)  # warm the file cache and the .pyc files
+        if baseline is not None:
+            _suite_seconds(suite, project, baseline)
         for run in range(runs):
             for kind in order if run % 2 == 0 else order[::-1]:
-                collectors = stub if kind is None else COLLECTORS
-                timed[kind].append(
-                    _suite_seconds(suite, project, collectors, kind or "reproduction")
-                )
+                if kind is None:
+                    seconds = _suite_seconds(suite, project, stub)
+                elif kind == before and baseline is not None:
+                    seconds = _suite_seconds(suite, project, baseline, "regression step")
+                else:
+                    seconds = _suite_seconds(suite, project, COLLECTORS, kind)
+                timed[kind].append(seconds)
     disarmed = timed[None]
     lines = [
         f"{suite.name} {commit} test suite, {runs} rounds (disarmed, then armed as each kind of "
@@ -181,7 +204,7 @@ def slowdown(runs: int, suite: Suite = CLICK) -> list[str]:
         "| median armed | median disarmed |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
-    for kind in KINDS:
+    for kind in order[1:]:
         armed = timed[kind]
         ratios = sorted(a[1] / d[1] for a, d in zip(armed, disarmed, strict=True))
         # The fastest run of each side: what the machine's drift and neighbours add to a
@@ -191,6 +214,15 @@ def slowdown(runs: int, suite: Suite = CLICK) -> list[str]:
             f"| {kind} | **{statistics.median(ratios):.3f}x** | {ratios[0]:.3f}x to "
             f"{ratios[-1]:.3f}x | {fastest:.3f}x | {statistics.median(a[1] for a in armed):.2f} s"
             f" | {statistics.median(d[1] for d in disarmed):.2f} s |"
+        )
+    if against:
+        now, then = timed["regression step"], timed[before]
+        ratios = sorted(a[1] / b[1] for a, b in zip(now, then, strict=True))
+        lines.append(
+            f"\nregression step, these collectors over those of {against}, side by side: "
+            f"median of rounds **{statistics.median(ratios):.3f}x** ({ratios[0]:.3f}x to "
+            f"{ratios[-1]:.3f}x), fastest over fastest "
+            f"{min(a[1] for a in now) / min(b[1] for b in then):.3f}x"
         )
     return lines
 
@@ -203,12 +235,18 @@ def main() -> int:
     parser.add_argument(
         "--unittest", action="store_true", help="time more-itertools' unittest suite, not click's"
     )
+    parser.add_argument(
+        "--against",
+        default="",
+        metavar="REV",
+        help="also time the collectors of this git revision, armed as a regression step",
+    )
     args = parser.parse_args()
     lines: list[str] = []
     if not args.no_battery:
         lines += battery()
     if not args.no_slowdown:
-        lines += slowdown(args.runs, MORE_ITERTOOLS if args.unittest else CLICK)
+        lines += slowdown(args.runs, MORE_ITERTOOLS if args.unittest else CLICK, args.against)
     print("\n".join(lines))
     return 1 if any(line.startswith("WRONG") for line in lines) else 0
 
