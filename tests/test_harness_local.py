@@ -9,9 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from patchheal.config import load_spec
 from patchheal.errors import HarnessError
 from patchheal.harness.base import Harness
 from patchheal.harness.local.harness import LocalHarness
+from patchheal.intake.toml import spec_to_toml
+from patchheal.loop.controller import HealLoop, HealOptions
+from tests.healjobs import BUGGY, FIX, WRONG, diff_for, git, make_calc_repo, toml_str, write_spec
 
 
 def alive(pid: int) -> bool:
@@ -173,3 +177,63 @@ def test_a_bare_command_installed_by_setup_is_the_job_venvs(
     assert step.output.startswith("venv-tinycli "), step.output
     prefix = Path(step.output.split()[1])
     assert prefix.is_relative_to(Path(os.environ["PATCHHEAL_WORKTREE_ROOT"]).resolve() / "venvs")
+
+
+# A version file as hatch-vcs or setuptools-scm writes it at install: ignored by git,
+# imported by the project, so present in CI (which installs in the tree it tests).
+WRITE_VERSION = (
+    "python -c \"import pathlib; pathlib.Path('_version.py').write_text('version = 1\\\\n')\""
+)
+
+
+def test_what_setup_generated_in_the_tree_is_laid_again_after_a_reset(tmp_path: Path) -> None:
+    """Regression (tox-dev/filelock, hatch-vcs): the local harness ran setup in the verify
+    worktree once; the reset before the next attempt (`clean -ffdx`) removed the version
+    file it wrote, so every later attempt was a harness error ("module absent")."""
+    repo = make_calc_repo(
+        tmp_path,
+        files={
+            "calc.py": "from _version import version\n\n" + BUGGY,
+            ".gitignore": "_version.py\n",
+        },
+    )
+    wrong = diff_for(repo, {"calc.py": "from _version import version\n\n" + WRONG})
+    fix = diff_for(repo, {"calc.py": "from _version import version\n\n" + FIX})
+    spec = write_spec(tmp_path / "job.toml", repo, diffs=[wrong, fix])
+    text = spec.read_text().replace(
+        'harness = "local"', f'harness = "local"\nsetup = [{toml_str(WRITE_VERSION)}]'
+    )
+    spec.write_text(text)
+    loaded = load_spec(spec)
+    result = HealLoop(
+        loaded,
+        spec_to_toml(loaded),
+        HealOptions(
+            state_dir=tmp_path / "var",
+            db=str(tmp_path / "store.sqlite3"),
+            reports_dir=tmp_path / "reports",
+        ),
+    ).run()
+    got = [a.outcome.value for s in result.report.steps for a in s.attempts]
+    assert got == ["no_effect", "fixed"], result.report.steps[0].attempts[-1].reason
+    branch = result.report.branch
+    assert branch is not None
+    listed = git(repo, "ls-tree", "-r", "--name-only", branch).split()
+    assert "_version.py" not in listed
+    assert "calc.py" in listed
+
+
+def test_a_generated_file_a_step_edits_or_removes_is_laid_again(tmp_path: Path) -> None:
+    """Invariant: the generated copy is what every run sees, as CI regenerates it at install;
+    a venv reused by a later harness (a resumed job) still carries it."""
+    worktree = tmp_path / "wt"
+    worktree.mkdir()
+    LocalHarness(setup=[WRITE_VERSION]).prepare(worktree)
+    assert (worktree / "_version.py").read_text() == "version = 1\n"
+    (worktree / "_version.py").write_text("version = 2\n")
+    harness = LocalHarness(setup=[WRITE_VERSION])
+    harness.prepare(worktree)  # the complete venv is reused: setup does not run again
+    first = harness.run("cat _version.py; rm _version.py", worktree, timeout=60, idle_timeout=60)
+    assert first.output.strip() == "version = 1"
+    second = harness.run("cat _version.py", worktree, timeout=60, idle_timeout=60)
+    assert second.output.strip() == "version = 1"

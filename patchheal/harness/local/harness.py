@@ -15,9 +15,10 @@ from pathlib import Path
 from patchheal import proc
 from patchheal.harness.base import DETERMINISTIC_ENV, OutputSink
 from patchheal.harness.engine import leftovers
-from patchheal.harness.local.venv import ensure_job_venv, venv_environment
+from patchheal.harness.local.venv import ensure_job_venv, generated_files, venv_environment
 from patchheal.harness.results.channel import ResultsChannel
 from patchheal.harness.results.collectors import COLLECTORS
+from patchheal.harness.setup import generated
 from patchheal.models import CommandResult
 
 # Inherited so that host tools are found; everything else is dropped.
@@ -54,6 +55,7 @@ class LocalHarness:
         self._passthrough = tuple(env_passthrough)
         self._setup_timeout = setup_timeout
         self._venvs: dict[Path, Path] = {}
+        self._generated: dict[Path, list[generated.Generated]] = {}
 
     def environment(self, worktree: Path | None = None) -> dict[str, str]:
         env = {k: os.environ[k] for k in (*INHERITED, *self._passthrough) if k in os.environ}
@@ -68,13 +70,17 @@ class LocalHarness:
 
         # A worktree is reset between attempts, so setup runs once per worktree,
         # setup commands and dependency files (the venv's key), not once per attempt.
-        self._venvs[worktree.resolve()] = ensure_job_venv(
+        venv = ensure_job_venv(
             worktree_root() / "venvs",
             worktree,
             self._setup,
             base_env=self.environment(),
             timeout=self._setup_timeout,
         )
+        self._venvs[worktree.resolve()] = venv
+        # What setup wrote in the tree is laid again before every run: a reset between
+        # attempts cleans it away, and CI, which installs in the tree it tests, has it.
+        self._generated[worktree.resolve()] = generated_files(venv)
 
     def run(
         self,
@@ -87,6 +93,7 @@ class LocalHarness:
         results: str | None = None,
         trace: bool = False,
     ) -> CommandResult:
+        generated.lay_over(worktree, self._generated.get(worktree.resolve(), []))
         channel = ResultsChannel(trace=trace)
         # A temporary folder of the run's own, gone after it: what the step keeps there
         # (`tempfile`, pytest's `tmp_path`) is not there for the next run to find, as the

@@ -9,6 +9,12 @@ unchanged one is reused across attempts and runs. A marker file written after
 the last setup command says the venv is complete; a venv without it (an
 interrupted setup) is rebuilt. The venv is not moved into place after setup
 because its scripts carry its absolute path.
+
+Setup runs in the worktree itself, so what it writes there (a hatch-vcs or
+setuptools-scm version file, an `*.egg-info`) is captured as the Docker
+harness captures it (`setup/generated.py`) and stored in the venv beside the
+marker: the worktree is reset (`clean -ffdx`) between attempts, and the
+harness lays those files over it again before every run.
 """
 
 from __future__ import annotations
@@ -22,9 +28,12 @@ from pathlib import Path
 
 from patchheal import proc
 from patchheal.errors import HarnessError
+from patchheal.harness.setup import generated
 from patchheal.harness.setup.deps import DEPENDENCY_GLOBS
 
 READY_MARKER = ".patchheal-ready"
+# What setup generated in the worktree (generated.py's archive), written before the marker.
+GENERATED_ARCHIVE = ".patchheal-generated.tar"
 
 
 def venv_key(worktree: Path, setup: Sequence[str]) -> str:
@@ -69,6 +78,7 @@ def ensure_job_venv(
     if not created.passed:
         raise HarnessError(f"cannot create the job's venv {venv}:\n{created.output[-4000:]}")
     env = venv_environment(venv, base_env)
+    before = generated.listing(worktree)
     for command in setup:
         say(f"setup: {command}")
         result = proc.run(command, cwd=worktree, env=env, timeout=timeout)
@@ -76,5 +86,14 @@ def ensure_job_venv(
             raise HarnessError(
                 f"setup command failed in the local harness: {command}\n{result.output[-4000:]}"
             )
+    files = generated.capture(worktree, before, say)
+    (venv / GENERATED_ARCHIVE).write_bytes(generated.to_tar(files))
     (venv / READY_MARKER).write_text("ok\n", encoding="utf-8")
     return venv
+
+
+def generated_files(venv: Path) -> list[generated.Generated]:
+    """What the job's setup generated in its worktree (none for a venv made before the
+    capture existed: its setup is not run again for it)."""
+    archive = venv / GENERATED_ARCHIVE
+    return generated.from_tar(archive.read_bytes()) if archive.is_file() else []
