@@ -29,6 +29,11 @@ def _watch_module() -> dict[str, Any]:
     return space
 
 
+def _anchored(space: dict[str, Any], maker: str, anchor: Path) -> Any:
+    """`maker` of the watch module over the one folder `anchor`."""
+    return space[maker](space["open_anchors"]((str(anchor),)))
+
+
 def _tree(root: Path) -> Path:
     """An anchor folder with files, folders and links of every kind, and one outside it."""
     anchor = root / "anchor"
@@ -81,7 +86,7 @@ def test_every_spelling_gives_what_stat_gives(tmp_path: Path) -> None:
     anchor = _tree(tmp_path)
     (tmp_path / "anchorx").mkdir()
     (tmp_path / "anchorx" / "file").write_text("sibling")
-    anchored = _watch_module()["make_anchored_stat"]((str(anchor),))
+    anchored = _anchored(_watch_module(), "make_anchored_stat", anchor)
     for path in _spellings(anchor):
         assert _outcome(anchored, path) == _outcome(os.stat, path), path
 
@@ -92,7 +97,7 @@ def test_a_replaced_or_closed_descriptor_gives_what_stat_gives(tmp_path: Path) -
     decoy.mkdir()
     (decoy / "file").write_text("decoy")
     before = {p.name for p in Path("/proc/self/fd").iterdir()}
-    anchored = _watch_module()["make_anchored_stat"]((str(anchor),))
+    anchored = _anchored(_watch_module(), "make_anchored_stat", anchor)
     after = {p.name for p in Path("/proc/self/fd").iterdir()}
     (fd,) = {int(n) for n in after - before}
     assert fd >= 200, "the anchor stays out of the numbers a project's files get"
@@ -114,7 +119,7 @@ def test_inside_is_never_wrong_and_needs_no_resolution_for_plain_paths(tmp_path:
     anchor = _tree(tmp_path)
     (tmp_path / "anchorx").mkdir()
     space = _watch_module()
-    inside = space["make_anchored_inside"]((str(anchor),))
+    inside = _anchored(space, "make_anchored_inside", anchor)
     real = os.path.realpath(anchor) + "/"
     extra = [f"{anchor}/new-file", f"{anchor}/dir/new/deeper/file", f"{anchor}/to-dir/new"]
     for path in _spellings(anchor) + extra:

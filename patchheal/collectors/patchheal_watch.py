@@ -277,10 +277,11 @@ def make_hook(
     log_name = f"monitor-{getpid()}-{urandom(4).hex()}.log"
     proc_dev = stat("/proc/self").st_dev if _exists("/proc/self") else -1
     tmp = environ.get(b"TMPDIR", b"/tmp").decode(errors="surrogateescape")
-    anchored_stat = make_anchored_stat((tmp, root))
+    anchors = open_anchors((tmp, root))  # one descriptor per folder, for both lookups
+    anchored_stat = make_anchored_stat(anchors)
     # Where a run may keep files of its own (KEPT_OUTSIDE), links resolved.
     own_places = tuple({_resolve(p).rstrip("/") + "/" for p in (root, tmp) if p.startswith("/")})
-    in_own_place = make_anchored_inside((tmp, root))
+    in_own_place = make_anchored_inside(anchors)
     fd_target = make_fd_target()
     # A folder the step's user cannot stat gives no identity: it must not stand for every
     # path that does not exist yet (a new temp file), so it is left out.
@@ -1002,8 +1003,9 @@ def _code_getters(function_type: type) -> dict[type, Any]:
     return getters
 
 
-def make_anchored_stat(anchors: tuple[str, ...]) -> Any:
-    """`stat`, walking a path under one of `anchors` from a descriptor of that folder.
+def make_anchored_stat(opened: list[tuple[str, int, tuple[int, int]]]) -> Any:
+    """`stat`, walking a path under one of the `opened` anchors (`open_anchors`) from a
+    descriptor of that folder.
 
     On an engine whose container root is FUSE (fuse-overlayfs, as on this project's
     machines), every absolute path a non-root user looks up starts with a round trip to
@@ -1014,7 +1016,6 @@ def make_anchored_stat(anchors: tuple[str, ...]) -> Any:
     step that closes or replaces it gets the plain `stat`), and `..` or an absolute link
     still leads where it would have.
     """
-    opened = _open_anchors(anchors)
 
     def anchored_stat(path: str) -> Any:
         if type(path) is str:
@@ -1032,15 +1033,15 @@ def make_anchored_stat(anchors: tuple[str, ...]) -> Any:
     return anchored_stat
 
 
-def make_anchored_inside(anchors: tuple[str, ...]) -> Any:
+def make_anchored_inside(opened: list[tuple[str, int, tuple[int, int]]]) -> Any:
     """`inside(path)`: True when the absolute `path` is known, from a descriptor of one of
-    the `anchors` folders, to stay in it once resolved: it is under the folder's name and
-    no part of it below the folder is `..` or a link (up to the first part that does not
-    exist yet, a file about to be made). False when only a full resolution can tell.
+    the `opened` anchors (`open_anchors`), to stay in it once resolved: it is under the
+    folder's name and no part of it below the folder is `..` or a link (up to the first
+    part that does not exist yet, a file about to be made). False when only a full
+    resolution can tell.
 
     A file written in the worktree or the temporary folder, most of a run's, is told from
     one kept outside without a lookup from `/` per part (make_anchored_stat's reason)."""
-    opened = _open_anchors(anchors)
 
     def inside(path: str) -> bool:
         for prefix, fd, ident in opened:
@@ -1066,7 +1067,7 @@ def make_anchored_inside(anchors: tuple[str, ...]) -> Any:
     return inside
 
 
-def _open_anchors(anchors: tuple[str, ...]) -> list[tuple[str, int, tuple[int, int]]]:
+def open_anchors(anchors: tuple[str, ...]) -> list[tuple[str, int, tuple[int, int]]]:
     """(folder + '/', descriptor, identity) of each absolute folder of `anchors` that opens."""
     opened: list[tuple[str, int, tuple[int, int]]] = []
     for anchor in anchors:
