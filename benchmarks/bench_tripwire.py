@@ -116,6 +116,8 @@ def _cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+# The suite with no code of patchheal's in its process: the plain runner a user compares with.
+PLAIN = "plain (no patchheal code in the process)"
 # The kinds of run a heal makes, as the monitor is told to watch them (twinchannel.py).
 KINDS: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
     "regression step": twinchannel.no_twin,
@@ -125,16 +127,20 @@ KINDS: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
 
 
 def _suite_seconds(
-    suite: Suite, project: Path, collectors: Path, kind: str = "reproduction"
+    suite: Suite, project: Path, collectors: Path | None, kind: str = "reproduction"
 ) -> tuple[float, float]:
-    """Wall and CPU seconds of one run of the suite (CPU time: less at the mercy of load)."""
+    """Wall and CPU seconds of one run of the suite (CPU time: less at the mercy of load);
+    `collectors` None: a plain run, no code of patchheal's in the process."""
     channel = ResultsChannel()
     try:
+        plain = {**os.environ, "PYTHONPATH": str(project / suite.source)}
         with KINDS[kind]():
-            env = channel.environment(
-                {**os.environ, "PYTHONPATH": str(project / suite.source)},
-                results_dir=str(channel.host_dir),
-                collectors=str(collectors),
+            env = (
+                plain
+                if collectors is None
+                else channel.environment(
+                    plain, results_dir=str(channel.host_dir), collectors=str(collectors)
+                )
             )
         started, cpu = time.perf_counter(), _cpu()
         done = subprocess.run(
@@ -181,7 +187,7 @@ def slowdown(runs: int, suite: Suite = CLICK, against: str = "") -> list[str]:
         # the same rounds, so that a change's own effect is a ratio taken side by side.
         baseline = _collectors_at(against, Path(tmp) / "against") if against else None
         before = f"regression step, collectors of {against}"
-        order: list[str | None] = [None, *KINDS, *([before] if baseline else [])]
+        order: list[str | None] = [None, PLAIN, *KINDS, *([before] if baseline else [])]
         timed: dict[str | None, list[tuple[float, float]]] = {k: [] for k in order}
         _suite_seconds(suite, project, COLLECTORS)  # warm the file cache and the .pyc files
         if baseline is not None:
@@ -190,22 +196,27 @@ def slowdown(runs: int, suite: Suite = CLICK, against: str = "") -> list[str]:
             for kind in order if run % 2 == 0 else order[::-1]:
                 if kind is None:
                     seconds = _suite_seconds(suite, project, stub)
+                elif kind == PLAIN:
+                    seconds = _suite_seconds(suite, project, None)
                 elif kind == before and baseline is not None:
                     seconds = _suite_seconds(suite, project, baseline, "regression step")
                 else:
                     seconds = _suite_seconds(suite, project, COLLECTORS, kind)
                 timed[kind].append(seconds)
-    disarmed = timed[None]
+    disarmed, plain = timed[None], timed[PLAIN]
     lines = [
-        f"{suite.name} {commit} test suite, {runs} rounds (disarmed, then armed as each kind of "
-        f"run; order reversed every other round), CPU seconds; goal <= 1.10x:",
+        f"{suite.name} {commit} test suite, {runs} rounds (disarmed, plain, then armed as each "
+        f"kind of run; order reversed every other round), CPU seconds; goal <= 1.10x. "
+        f"'over plain': over the suite run with no code of patchheal's in the process, "
+        f"what a user's step pays for the collectors and the monitor together:",
         "",
         "| armed as | slowdown (median of rounds) | rounds | fastest over fastest "
-        "| median armed | median disarmed |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| median armed | median disarmed | over plain (median of rounds) |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for kind in order[1:]:
+    for kind in order[2:]:
         armed = timed[kind]
+        over_plain = statistics.median(a[1] / b[1] for a, b in zip(armed, plain, strict=True))
         ratios = sorted(a[1] / d[1] for a, d in zip(armed, disarmed, strict=True))
         # The fastest run of each side: what the machine's drift and neighbours add to a
         # CPU-bound run is never negative, so each side's least is the nearest to its cost.
@@ -213,8 +224,14 @@ def slowdown(runs: int, suite: Suite = CLICK, against: str = "") -> list[str]:
         lines.append(
             f"| {kind} | **{statistics.median(ratios):.3f}x** | {ratios[0]:.3f}x to "
             f"{ratios[-1]:.3f}x | {fastest:.3f}x | {statistics.median(a[1] for a in armed):.2f} s"
-            f" | {statistics.median(d[1] for d in disarmed):.2f} s |"
+            f" | {statistics.median(d[1] for d in disarmed):.2f} s | {over_plain:.3f}x |"
         )
+    collectors_only = sorted(d[1] / p[1] for d, p in zip(disarmed, plain, strict=True))
+    lines.append(
+        f"\ndisarmed (the collectors without the monitor) over plain: median of rounds "
+        f"**{statistics.median(collectors_only):.3f}x** ({collectors_only[0]:.3f}x to "
+        f"{collectors_only[-1]:.3f}x); median plain {statistics.median(p[1] for p in plain):.2f} s"
+    )
     if against:
         now, then = timed["regression step"], timed[before]
         ratios = sorted(a[1] / b[1] for a, b in zip(now, then, strict=True))

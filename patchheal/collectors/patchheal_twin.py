@@ -157,17 +157,39 @@ def _wrap_pytest(rewrite: Any, audit: Any) -> None:
         with_source = bool(args) and isinstance(args[0], bytes)
         path = args[1] if with_source and len(args) > 1 else (args[0] if args else None)
         path = kw.get("module_path", path)
-        if path is not None and protected(str(path)):
+        named = path is not None and protected(str(path))
+        if named:
             data = args[0] if with_source else _read(str(path))
             made = _ask(audit, str(path), data) if data is not None else None
             if made is not None:
                 mod.body[:] = made[1].body
                 if with_source:
                     args = (made[0], *args[1:])
-        return rewrite_asserts(mod, *args, **kw)
+        config = kw.get("config", args[2 if with_source else 1] if len(args) > 1 else None)
+        cache = getattr(config, "_inicache", None)
+        if named or EVIDENCE is None or type(cache) is not dict:
+            return rewrite_asserts(mod, *args, **kw)
+        # A module outside the files whose passing asserts this run wants seen is rewritten
+        # as without the collector (patchheal_pytest.py turns the assertion-pass hook on for
+        # the session): with it, pytest tokenizes the module's whole source for each
+        # assert's text and builds a second explanation per assert (click's suite: 0.5 s
+        # more CPU in each run, every run, as the harness keeps no rewritten .pyc).
+        before = cache.get(_PASS_HOOK, _ABSENT)
+        cache[_PASS_HOOK] = False
+        try:
+            return rewrite_asserts(mod, *args, **kw)
+        finally:
+            if before is _ABSENT:
+                cache.pop(_PASS_HOOK, None)
+            else:
+                cache[_PASS_HOOK] = before
 
     rewrite._read_pyc, rewrite._write_pyc = _read_pyc, _write_pyc
     rewrite.rewrite_asserts = patchheal_rewrite_asserts
+
+
+_PASS_HOOK = "enable_assertion_pass_hook"
+_ABSENT = object()
 
 
 def _read(path: str) -> bytes | None:
