@@ -63,6 +63,8 @@ try:
 except PermissionError:
     print("gc refused")
 compile("x = 1", "tests/test_calc.py", "exec")  # @compile
+import code
+code.InteractiveInterpreter({}).runsource("x = 1", "tests/test_calc.py", "exec")  # @interp
 def f():
     pass
 f.__code__ = f.__code__.replace(co_name="g")  # @code
@@ -102,6 +104,9 @@ def test_the_hook_attributes_each_watched_operation_to_the_project_line(tmp_path
     assert ("frame access", at("currentframe")) in seen
     assert ("object graph walk", at("gc")) in seen
     assert ("compile under a test file's name", at("compile")) in seen
+    # Through the standard library's interpreter, which compiles what its caller names.
+    assert ("compile under a test file's name", at("interp")) in seen
+    assert ("exec under a test file's name", at("interp")) in seen
     assert ("code.__new__", at("code")) in seen
     assert ("f.__code__ set", at("code")) in seen
     assert ("profile hook", at("profile")) in seen

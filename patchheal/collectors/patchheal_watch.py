@@ -164,7 +164,9 @@ _REWRITE = "/_pytest/assertion/rewrite.py"
 _WRITE_FLAGS = O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | O_APPEND
 _THIN = frozenset(
     {"inspect.py", "functools.py", "threading.py", "contextlib.py", "types.py", "operator.py"}
-    | {"copy.py", "copyreg.py", "runpy.py", "codeop.py", "abc.py"}
+    # `code.py` compiles and runs the source and file name its caller gives
+    # (`InteractiveInterpreter.runsource`): the caller performs it, as with `codeop`.
+    | {"copy.py", "copyreg.py", "runpy.py", "codeop.py", "code.py", "abc.py"}
 )
 _TEST_DIRS = frozenset({"test", "tests", "testing"})
 # Frames between a test's own frame and the collector that reports its assertion.
