@@ -65,6 +65,8 @@ except PermissionError:
 compile("x = 1", "tests/test_calc.py", "exec")  # @compile
 import code
 code.InteractiveInterpreter({}).runsource("x = 1", "tests/test_calc.py", "exec")  # @interp
+import marshal
+marshal.loads(marshal.dumps(1))  # @marshal
 def f():
     pass
 f.__code__ = f.__code__.replace(co_name="g")  # @code
@@ -107,6 +109,8 @@ def test_the_hook_attributes_each_watched_operation_to_the_project_line(tmp_path
     # Through the standard library's interpreter, which compiles what its caller names.
     assert ("compile under a test file's name", at("interp")) in seen
     assert ("exec under a test file's name", at("interp")) in seen
+    # A code object made elsewhere under any name needs no `compile` here: its loading is.
+    assert ("code loaded from bytes", at("marshal")) in seen
     assert ("code.__new__", at("code")) in seen
     assert ("f.__code__ set", at("code")) in seen
     assert ("profile hook", at("profile")) in seen

@@ -123,6 +123,10 @@ TAMPER = {
     "ctypes.cdata": "ctypes",
     "ctypes.string_at": "ctypes",
     "ctypes.call_function": "ctypes",
+    # A code object from bytes: compiled elsewhere, under any file name, with no `compile`
+    # here (the import system reading a cached module is not reported).
+    "marshal.loads": "code loaded from bytes",
+    "marshal.load": "code loaded from bytes",
     "os.kill": "signal",
     "os.killpg": "signal",
     "signal.pthread_kill": "signal",
@@ -919,6 +923,11 @@ def make_hook(
             setattr_event(args, caller)
         elif event in ("sys.settrace", "sys.setprofile"):
             trace_event(event, caller)
+        elif event in ("marshal.loads", "marshal.load"):
+            first = name_of(caller.f_code) if caller is not None else ""
+            who = performer(caller, first)
+            if not first.startswith("<frozen imp") and who[0] in ("project", "other", "test"):
+                note(TAMPER[event], who, event)
         elif event == "sqlite3.connect":  # a database file made or changed in C, no `open`
             database = args[0] if args else None
             if type(database) is bytes:
