@@ -140,3 +140,55 @@ def test_explain_prints_the_airflow_choice_for_the_bundled_example(tmp_path: Pat
     assert done.returncode == 0, done.stderr
     assert "harness: airflow (docker) — the failing change touched dags/" in done.stdout
     assert "(imports airflow) → airflow" in done.stdout
+
+
+# tox-dev/filelock's compose file, in shape: one service built for another platform, for
+# one CI job; the project's tests are a plain pytest run.
+_BUILT_SERVICE = """\
+services:
+  termux:
+    build:
+      context: tasks/termux
+    platform: linux/arm64
+    volumes:
+      - .:/repo:ro
+    command: ["bash", "-lc", "tox run -e py"]
+"""
+
+
+def test_a_compose_file_the_compose_harness_cannot_run_is_passed_over(make_repo: Any) -> None:
+    """Regression (tox-dev/filelock): `harness = "auto"` took any compose file, so a project
+    whose compose file builds a Termux image for one CI job got the compose harness and
+    every heal stopped at its `build:`. Now the file is passed over, and the choice says why."""
+    repo = make_repo({"pyproject.toml": "[project]\nname='x'\n", "compose.yaml": _BUILT_SERVICE})
+    name, why = registry.infer(repo, "HEAD")
+    assert name == "python"
+    assert why.startswith("found pyproject.toml → python (in HEAD at "), why
+    assert "compose.yaml passed over: " in why
+    assert "services.termux.build is not supported" in why
+    # Changed in the failing commit, it still says nothing about the harness.
+    _commit(repo, {"compose.yaml": _BUILT_SERVICE + "# touched\n"}, "touch compose")
+    assert registry.infer(repo, "HEAD")[0] == "python"
+
+
+def test_a_host_bind_mount_or_broken_yaml_passes_over_and_a_runnable_file_still_counts(
+    make_repo: Any,
+) -> None:
+    repo = make_repo(
+        {
+            "package.json": "{}\n",
+            "compose.yaml": "services:\n  db:\n    image: postgres:16\n"
+            "    volumes: ['./data:/d']\n",
+        }
+    )
+    name, why = registry.infer(repo, "HEAD")
+    assert name == "node"
+    assert "only named volumes" in why
+    _commit(repo, {"compose.yaml": "services: [unclosed\n"}, "broken yaml")
+    name, why = registry.infer(repo, "HEAD")
+    assert name == "node"
+    assert "is not valid YAML" in why
+    _commit(repo, {"compose.yaml": "services:\n  db:\n    image: postgres:16\n"}, "runnable")
+    name, why = registry.infer(repo, "HEAD")
+    assert name == "compose"
+    assert why == "the failing change touched compose.yaml → compose"

@@ -107,6 +107,13 @@ def load_yaml_file(path: Path, what: str) -> Any:
     except (OSError, ValueError, RuntimeError) as exc:  # UnicodeDecodeError is a ValueError
         why = getattr(exc, "strerror", None) or _one_line(exc)
         raise SpecError(f"cannot read {what} {path}: {why}") from None
+    return load_yaml_text(text, what, path)
+
+
+def load_yaml_text(text: str, what: str, path: Path | str) -> Any:
+    """The data of YAML `text` (of `path`, for messages), bounded; SpecError if not."""
+    if len(text) > MAX_YAML_BYTES:
+        raise SpecError(f"{what} {path} is over {MAX_YAML_BYTES} bytes")
     try:
         return yaml.load(text, Loader=BoundedSafeLoader)
     except _Refused as exc:

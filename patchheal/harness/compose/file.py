@@ -85,7 +85,22 @@ def load(path: Path) -> dict[str, Service]:
     """Services of a compose file, in dependency order (dependencies first)."""
     from patchheal.intake.yamlsafe import load_yaml_file
 
-    data = load_yaml_file(path, "compose file")  # bounded: depth, size, aliases
+    return _services(path, load_yaml_file(path, "compose file"))  # bounded: depth, size, aliases
+
+
+def problem_in(text: str, path: Path) -> str | None:
+    """Why the compose file `path`, whose text is `text`, cannot be run by the compose
+    harness (a `build:` service, a host bind mount, invalid YAML, ...); None when it can."""
+    from patchheal.intake.yamlsafe import load_yaml_text
+
+    try:
+        _services(path, load_yaml_text(text, "compose file", path))
+    except SpecError as exc:
+        return str(exc)
+    return None
+
+
+def _services(path: Path, data: Any) -> dict[str, Service]:
     services = (data or {}).get("services") if isinstance(data, dict) else None
     if not isinstance(services, dict) or not services:
         raise SpecError(f"compose file {path} has no `services` mapping")

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from patchheal import proc
-from patchheal.harness.compose.file import COMPOSE_FILES
+from patchheal.harness.compose.file import COMPOSE_FILES, problem_in
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,13 @@ class Rule:
     # When set, a matching file counts only if its text matches too (read at the base commit).
     content: re.Pattern[str] | None = None
     content_says: str = ""
+    # When set, why a matching file's text cannot be run by the harness (None: it can): such
+    # a file is passed over, and the choice says so.
+    check: Callable[[str, str], str | None] | None = None
+
+
+def _compose_problem(path: str, text: str) -> str | None:
+    return problem_in(text, Path(path))
 
 
 # `import airflow`, `from airflow.decorators import dag`, `from airflow import DAG`.
@@ -45,11 +52,14 @@ _READ_CHARS = 256 * 1024
 CHANGED_RULES = (
     Rule("airflow", _AIRFLOW_DAGS, AIRFLOW_IMPORT, "imports airflow"),
     Rule("dbt", ("dbt_project.yml", "*/dbt_project.yml", "models/*.sql", "*/models/*.sql")),
-    Rule("compose", COMPOSE_FILES),
+    Rule("compose", COMPOSE_FILES, check=_compose_problem),
 )
-# The repository at the base commit, most specific first.
+# The repository at the base commit, most specific first. A compose file the compose
+# harness cannot run (a `build:` service, a host bind mount) says nothing: tox-dev/filelock's
+# `compose.yaml` builds an arm64 Termux userland for one CI job, and picking it failed every
+# heal of the project's pytest steps.
 REPO_RULES = (
-    Rule("compose", COMPOSE_FILES),
+    Rule("compose", COMPOSE_FILES, check=_compose_problem),
     Rule("airflow", _AIRFLOW_DAGS, AIRFLOW_IMPORT, "imports airflow"),
     Rule("dbt", ("dbt_project.yml", "*/dbt_project.yml")),
     Rule("python", ("pyproject.toml", "setup.cfg", "setup.py", "requirements*.txt")),
@@ -66,14 +76,24 @@ class Choice:
 Reader = Callable[[str], str | None]
 
 
-def _match(rule: Rule, files: Sequence[str], read: Reader | None) -> str | None:
-    """The first file matching the rule ("path (imports airflow)" for a content rule)."""
+def _match(
+    rule: Rule, files: Sequence[str], read: Reader | None, passed_over: list[str]
+) -> str | None:
+    """The first file matching the rule ("path (imports airflow)" for a content rule); a
+    file the rule's check finds unusable is added to `passed_over` with the reason."""
     reads = 0
     for pattern in rule.patterns:
         for path in files:
             # fnmatch's `*` crosses `/`; a pattern without one matches the root only.
             if not fnmatch.fnmatchcase(path, pattern) or ("/" not in pattern and "/" in path):
                 continue
+            if rule.check is not None and read is not None:
+                text = read(path)
+                problem = rule.check(path, text) if text is not None else None
+                if problem is not None:
+                    problem = problem.removeprefix(f"{path}: ")  # the file is named once
+                    passed_over.append(f"{path} passed over: {_first_line(problem)}")
+                    continue
             if rule.content is None:
                 return path
             if read is None or reads >= _MAX_READS:
@@ -94,19 +114,32 @@ def choose(
 ) -> Choice:
     """The harness the files suggest, and why; `read` gives a file's text for content rules
     (without it they never match)."""
+    passed_over: list[str] = []
     for rule in CHANGED_RULES:
-        found = _match(rule, changed, read) if defined(rule.harness) else None
+        found = _match(rule, changed, read, passed_over) if defined(rule.harness) else None
         if found is not None:
             return Choice(rule.harness, f"the failing change touched {found} → {rule.harness}")
     for rule in REPO_RULES:
-        found = _match(rule, repo_files, read) if defined(rule.harness) else None
+        found = _match(rule, repo_files, read, passed_over) if defined(rule.harness) else None
         if found is not None:
-            return Choice(rule.harness, f"found {found} → {rule.harness} ({where})")
+            return Choice(
+                rule.harness, f"found {found} → {rule.harness} ({_with(where, passed_over)})"
+            )
     return Choice(
         "generic",
         f"no pyproject, setup.cfg, requirements, package.json, dbt project, DAG folder or "
-        f"compose file ({where}) → generic",
+        f"compose file ({_with(where, passed_over)}) → generic",
     )
+
+
+def _with(where: str, passed_over: list[str]) -> str:
+    """`where`, and each file passed over (once: a changed file is also the repository's)."""
+    return "; ".join([where, *dict.fromkeys(passed_over)])
+
+
+def _first_line(text: str, limit: int = 200) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else text
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def files_at(repo: Path, ref: str) -> list[str] | None:
