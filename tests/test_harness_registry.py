@@ -92,7 +92,13 @@ def test_bad_definitions_name_the_file_and_field(tmp_path: Path, toml: str, mess
         ({"setup.cfg": ""}, "python", "found setup.cfg → python"),
         ({"requirements-dev.txt": ""}, "python", "found requirements-dev.txt → python"),
         ({"package.json": "{}"}, "node", "found package.json → node"),
-        ({"compose.yaml": "", "pyproject.toml": ""}, "compose", "found compose.yaml → compose"),
+        (
+            {"compose.yaml": "services:\n  db:\n    image: postgres:16\n", "pyproject.toml": ""},
+            "compose",
+            "found compose.yaml → compose",
+        ),
+        # A compose file the compose harness cannot run (here: no services) says nothing.
+        ({"compose.yaml": "", "pyproject.toml": ""}, "python", "compose.yaml passed over"),
         ({"Makefile": ""}, "generic", "→ generic"),
     ],
 )
