@@ -262,22 +262,43 @@ def test_setup_runs_once_per_dependency_fingerprint(
 
 
 def test_a_live_runs_dependency_image_is_spared_by_gc_and_rebuilt_when_removed(
-    python_image: str, python_def: HarnessDef, make_repo: Any
+    python_image: str, python_def: HarnessDef, make_repo: Any, tmp_path: Path
 ) -> None:
-    """Invariant: `gc --images` never removes the dependency image a live run steps in,
-    and one removed anyway under it (`docker rmi`) is a cache miss built again, not a
-    crash of the run (CI saw the demo die when another test's gc pruned its image)."""
-    from patchheal.harness.engine import orphans
+    """Invariant: `gc --images` never removes the dependency image a live run steps in, not
+    even a gc of another user or `HOME` (which sees none of the run's file holds: CI saw
+    the demo die when another test's gc pruned its image); `docker rmi` is refused;
+    and one removed anyway (its pin killed first) is a cache miss built again, not a crash."""
+    import sys
+
+    import docker.errors
+
+    from patchheal.harness.engine import imagepin, orphans
 
     repo = python_project(make_repo)
     said: list[str] = []
     setup = [f"pip install -e . && echo installed {uuid.uuid4().hex}"]
-    h = DockerHarness(python_def, job_id=f"held-{os.getpid()}", setup=setup, say=said.append)
+    job_id = f"held-{os.getpid()}"
+    h = DockerHarness(python_def, job_id=job_id, setup=setup, say=said.append)
     try:
         image = h.run_image(repo)
         assert image.startswith(f"{ownership.DEPS_REPOSITORY}/")
-        prunable = {o.name for o in orphans.dependency_images(h.client)}
-        assert image not in prunable
+        assert image not in {o.name for o in orphans.dependency_images(h.client)}
+        elsewhere = {
+            **os.environ, "HOME": str(tmp_path / "other"),
+            "XDG_CACHE_HOME": str(tmp_path / "other-cache"),
+        }  # fmt: skip
+        gc = subprocess.run(
+            [sys.executable, "-m", "patchheal", "gc", "--images", "--dry-run"],
+            capture_output=True, text=True, env=elsewhere, timeout=120, check=True,
+        )  # fmt: skip
+        assert image not in gc.stdout, gc.stdout
+        with pytest.raises(docker.errors.APIError, match="is using its referenced image"):
+            h.client.images.remove(image)  # `docker rmi` without -f
+        pin_filter = {"label": [f"{ownership.LABEL_JOB}={job_id}",
+                                f"{ownership.LABEL_PURPOSE}={imagepin.PURPOSE}"]}  # fmt: skip
+        pins = h.client.containers.list(filters=pin_filter)
+        assert len(pins) == 1
+        pins[0].remove(force=True)
         containers.remove_image(h.client, image)
         said.clear()
         result = run(h, repo, "python -m pytest -q")
@@ -287,7 +308,8 @@ def test_a_live_runs_dependency_image_is_spared_by_gc_and_rebuilt_when_removed(
     finally:
         client = h.client
         h.close()
-    # Released with the run: a cache again, gc's to prune.
+    # Released with the run: its pin is gone and the image a cache again, gc's to prune.
+    assert not client.containers.list(all=True, filters=pin_filter)
     assert image in {o.name for o in orphans.dependency_images(client)}
     containers.remove_image(client, image)
 

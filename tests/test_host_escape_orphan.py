@@ -43,7 +43,11 @@ def test_a_killed_runs_step_container_stops_within_its_timeout(
     flt = {"label": f"{ownership.LABEL_JOB}={job_id}", "status": "running"}
     try:
         deadline = time.monotonic() + 600  # a first dependency setup
-        while not engine.containers.list(filters=flt, ignore_removed=True):
+        # The step's sandbox, not the image pin that starts before it (imagepin.py).
+        while not any(
+            c.labels.get(ownership.LABEL_PURPOSE, "").startswith("run-")
+            for c in engine.containers.list(filters=flt, ignore_removed=True)
+        ):
             assert run.poll() is None, "the run ended before its step started"
             assert time.monotonic() < deadline, "the step never started"
             time.sleep(0.2)

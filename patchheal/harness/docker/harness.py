@@ -22,9 +22,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
+from patchheal.errors import HarnessError
 from patchheal.harness.base import OutputSink
 from patchheal.harness.config import HarnessDef
-from patchheal.harness.engine import dockerapi, hostdirs, ownership, sandbox, treesize
+from patchheal.harness.engine import dockerapi, hostdirs, imagepin, ownership, sandbox, treesize
 from patchheal.harness.engine.session import SandboxSession
 from patchheal.harness.images import build as images
 from patchheal.harness.images.build import Say
@@ -78,8 +79,10 @@ class DockerHarness:
         self._generated: dict[str, list[generated.Generated]] = {}
         self._boxes: dict[Path, SandboxSession] = {}
         self._sources = CommittedSources()
-        # The dependency images this run steps in: `gc --images` spares them.
+        # The dependency images this run steps in: `gc --images` spares them, by the file
+        # hold (this cache directory's processes) and by the pin (every user of the engine).
         self._holds: dict[str, IO[str]] = {}
+        self._pins: dict[str, imagepin.Pin] = {}
 
     @property
     def client(self) -> DockerClient:
@@ -118,8 +121,12 @@ class DockerHarness:
             # miss, built again, not a failed step.
             self._say(f"the dependency image {known} is gone: installing again")
             del self._envs[key]
-        if key not in self._envs:
-            self._envs[key] = deps.ensure_env(
+            if (stale := self._pins.pop(known, None)) is not None:
+                imagepin.unpin(stale)
+        for _ in range(2):
+            if key in self._envs:
+                break
+            image = deps.ensure_env(
                 self.client,
                 self.defn,
                 self.image(),
@@ -133,12 +140,35 @@ class DockerHarness:
                 build_env=build_env,
                 hold=self._hold,
             )
+            if self._pin(image):
+                self._envs[key] = image
+                break
+            # Removed between its lookup and the pin: once more.
+            self._say(f"the dependency image {image} is gone: installing again")
+        else:
+            raise HarnessError(f"the dependency image for {worktree} vanished twice after setup")
         self._lay_generated(worktree, self._envs[key])
         return self._envs[key]
 
     def _hold(self, tag: str) -> None:
         if tag not in self._holds:
             self._holds[tag] = hostdirs.hold(tag)
+
+    def _pin(self, image: str) -> bool:
+        """Pin `image` for the run's life (imagepin.py); False when it is gone. The harness
+        image itself (no dependencies to install) is not a cache and needs no pin."""
+        if image == self.image() or image in self._pins:
+            return True
+        import docker.errors
+
+        try:
+            mounts = images.host_mounts(self.client, image)
+        except docker.errors.ImageNotFound:
+            return False
+        pinned = imagepin.pin(self.client, image, self.job_id, mounts)
+        if pinned is not None:
+            self._pins[image] = pinned
+        return pinned is not None
 
     def _build_env(self, worktree: Path, source: Path) -> dict[str, str]:
         """The version overrides a CI checkout's tags give `worktree`'s build (scmversion.py);
@@ -250,6 +280,9 @@ class DockerHarness:
             box.close()
         self._boxes.clear()
         self._sources.close()
+        for pinned in self._pins.values():
+            imagepin.unpin(pinned)
+        self._pins.clear()
         for handle in self._holds.values():
             handle.close()
         self._holds.clear()

@@ -69,14 +69,20 @@ def dependency_images(client: DockerClient) -> list[Orphan]:
     from patchheal.harness.engine.ownership import DEPS_REPOSITORY
 
     # The image id as inspected: `c.image` would look the image up and fail on a removed one.
-    used = {c.attrs.get("Image") for c in dockerapi.list_containers(client)}
+    # A container of ours whose owner died (a dead run's pin, imagepin.py) uses nothing: gc
+    # removes it in the same pass.
+    used = {
+        c.attrs.get("Image")
+        for c in dockerapi.list_containers(client)
+        if not (ownership.LABEL in (c.labels or {}) and not ownership.owner_alive(c.labels))
+    }
     return [
         Orphan("image", tag, "cached dependency image")
         for image in dockerapi.call(client.images.list, name=f"{DEPS_REPOSITORY}/*")
         if image.id not in used
         for tag in image.tags
-        # The same image may carry other tags; a live run holds the one it steps in
-        # between two containers (DockerHarness.run_image), when no container uses it.
+        # The same image may carry other tags. A live run pins the image it steps in
+        # (imagepin.py) and holds its tag (a file lock, seen by this cache directory).
         if tag.startswith(f"{DEPS_REPOSITORY}/") and not hostdirs.held(tag)
     ]
 
