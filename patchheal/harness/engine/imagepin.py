@@ -9,8 +9,9 @@ it and prunes the image under the run (CI saw the demo die this way). A pin is a
 container of the image whose main process reads its stdin, which this process
 holds (as a sandbox session's keeper, `session.py`): while it runs, `gc --images`
 spares the image (it is in use) and the engine refuses `docker rmi` of it (`-f`
-only untags it, which the run notices and answers by installing again); when this process ends, however it ends, the keeper's stdin
-closes and the container removes itself, and the image is a cache again.
+only untags it, which the run notices and answers by installing again); when this
+process ends, however it ends, the keeper's stdin closes and the container removes
+itself, and the image is a cache again.
 """
 
 from __future__ import annotations

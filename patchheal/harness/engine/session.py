@@ -131,7 +131,12 @@ class SandboxSession:
             ) from None
         self._container = container
         try:
-            image = self._client.images.get(str(self._kwargs["image"]))
+            try:
+                image = dockerapi.call(self._client.images.get, str(self._kwargs["image"]))
+            except docker.errors.ImageNotFound:
+                raise HarnessError(
+                    f"image {self._kwargs['image']} was removed while {self.name} started"
+                ) from None
             self._entrypoint = list(image.attrs.get("Config", {}).get("Entrypoint") or [])
             # Attached before start, held open for the session's life: when this
             # process ends, the engine closes the keeper's stdin and the container stops.
