@@ -127,6 +127,34 @@ def test_the_hook_attributes_each_watched_operation_to_the_project_line(tmp_path
     assert [e.file for e in signed] == ["main.py"]
 
 
+_SAME_CODE = """
+import sys
+sys.path.insert(0, "lib/site-packages")
+import runlib
+
+code = compile("x = 1", "<expression>", "exec")
+for _ in range(3):
+    runlib.run(code)  # a library running the same code again and again: nothing to tell
+exec(code, {})  # @exec
+import patchheal_results
+patchheal_results.write("unittest", {"outcomes": {"t": "passed"}})
+"""
+
+
+def test_code_a_library_ran_is_still_named_when_project_code_runs_it(tmp_path: Path) -> None:
+    """The hook stops looking at an `exec` that told nothing (the same code object, run by
+    the same library code: pytest's mark expression, once a test): not at the same code run
+    by the project's."""
+    (tmp_path / "lib" / "site-packages").mkdir(parents=True)
+    (tmp_path / "lib" / "site-packages" / "runlib.py").write_text(
+        "def run(code):\n    exec(code, {})\n"
+    )
+    results, output = _run_in_channel(tmp_path, _SAME_CODE)
+    assert results is not None, output
+    mine = [(e.op, e.file, e.line) for e in results.monitor if e.op == "exec"]
+    assert mine == [("exec", "main.py", _line(_SAME_CODE, "exec"))], results.monitor
+
+
 _READER = """
 import dis
 import importlib
