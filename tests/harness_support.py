@@ -45,6 +45,13 @@ def labelled(engine: Any, job_id: str) -> dict[str, list[str]]:
     }
 
 
+def sandboxes(engine: Any, job_id: str) -> list[str]:
+    """The job's containers but the image pins (imagepin.py) of its dependency images."""
+    from patchheal.harness.engine import imagepin
+
+    return [c for c in labelled(engine, job_id)["containers"] if imagepin.PURPOSE not in c]
+
+
 def python_project(make_repo: Any, extra: dict[str, str] | None = None) -> Path:
     """A tiny Python project with a pytest suite, as a real git repository."""
     files = {

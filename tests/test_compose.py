@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness_support import engine, labelled, python_def, python_image
+from harness_support import engine, labelled, python_def, python_image, sandboxes
 
 from patchheal.errors import SpecError
 from patchheal.harness.compose import file as composefile
@@ -62,7 +62,7 @@ def test_step_talks_to_a_service_and_both_are_torn_down(
         seen.extend(
             n.attrs for n in engine.networks.list(filters={"label": f"patchheal.job={job_id}"})
         )
-        seen.append({"containers": labelled(engine, job_id)["containers"]})
+        seen.append({"containers": sandboxes(engine, job_id)})
 
     try:
         harness.prepare(tree)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness_support import engine, labelled, python_def, python_image
+from harness_support import engine, labelled, python_def, python_image, sandboxes
 
 from patchheal.harness.config import HarnessDef
 from patchheal.harness.docker.harness import DockerHarness
@@ -55,7 +55,7 @@ def test_runs_share_one_container_while_the_worktree_stays(
 ) -> None:
     first = container_id(harness, tree)
     assert container_id(harness, tree) == first
-    assert len(labelled(harness.client, harness.job_id)["containers"]) == 1
+    assert len(sandboxes(harness.client, harness.job_id)) == 1
 
 
 def test_a_recreated_worktree_gets_a_new_container(harness: DockerHarness, tree: Path) -> None:
@@ -139,7 +139,7 @@ def test_the_container_dies_with_its_owner(python_image: str, engine: Any, tree:
     try:
         assert owner.stdout is not None
         assert owner.stdout.readline().strip() == "ready"
-        assert len(labelled(engine, job)["containers"]) == 1
+        assert len(sandboxes(engine, job)) == 1
         owner.send_signal(signal.SIGKILL)
         owner.wait(timeout=30)
         deadline = time.monotonic() + 30
