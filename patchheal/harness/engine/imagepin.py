@@ -17,6 +17,8 @@ itself, and the image is a cache again.
 from __future__ import annotations
 
 import contextlib
+import logging
+import time
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -28,7 +30,10 @@ if TYPE_CHECKING:
     from docker import DockerClient
     from docker.models.containers import Container
 
+log = logging.getLogger(__name__)
+
 PURPOSE = "image-pin"
+_GONE_WITHIN = 10.0
 
 
 @dataclass
@@ -80,7 +85,21 @@ def pin(
 
 
 def unpin(pinned: Pin) -> None:
-    """Let the keeper go and remove it; never raises (a close goes on with the rest)."""
-    containers.release_stdin(pinned.stdin)
+    """Remove the pin and let its stdin go, and return once it is gone; never raises (a
+    close goes on with the rest). Its exit starts the engine's own removal (auto_remove),
+    which a removal asked for meanwhile returns early from, as already in progress."""
+    import docker.errors
+
     with contextlib.suppress(Exception):
         dockerapi.call(pinned.container.remove, force=True)
+    containers.release_stdin(pinned.stdin)
+    deadline = time.monotonic() + _GONE_WITHIN
+    while time.monotonic() < deadline:
+        try:
+            pinned.container.reload()
+        except docker.errors.NotFound:
+            return
+        except Exception:  # the engine gone: nothing more to wait for
+            return
+        time.sleep(0.1)
+    log.warning("image pin %s still exists after its removal", pinned.container.name)
