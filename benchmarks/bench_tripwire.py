@@ -22,6 +22,7 @@
     python benchmarks/bench_tripwire.py --runs 9        # more timing rounds (default 5)
     python benchmarks/bench_tripwire.py --no-battery --unittest   # a unittest suite's
     python benchmarks/bench_tripwire.py --no-battery --against df6ed50  # and those collectors'
+    python benchmarks/bench_tripwire.py --instructions tests/test_basic.py  # callgrind's count
 """
 
 from __future__ import annotations
@@ -126,6 +127,19 @@ KINDS: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
 }
 
 
+def _suite_env(
+    suite: Suite, project: Path, collectors: Path | None, kind: str, channel: ResultsChannel
+) -> dict[str, str]:
+    """The environment of one run of the suite as `kind` of run (`collectors` None: plain)."""
+    plain = {**os.environ, "PYTHONPATH": str(project / suite.source)}
+    with KINDS[kind]():
+        if collectors is None:
+            return plain
+        return channel.environment(
+            plain, results_dir=str(channel.host_dir), collectors=str(collectors)
+        )
+
+
 def _suite_seconds(
     suite: Suite, project: Path, collectors: Path | None, kind: str = "reproduction"
 ) -> tuple[float, float]:
@@ -133,15 +147,7 @@ def _suite_seconds(
     `collectors` None: a plain run, no code of patchheal's in the process."""
     channel = ResultsChannel()
     try:
-        plain = {**os.environ, "PYTHONPATH": str(project / suite.source)}
-        with KINDS[kind]():
-            env = (
-                plain
-                if collectors is None
-                else channel.environment(
-                    plain, results_dir=str(channel.host_dir), collectors=str(collectors)
-                )
-            )
+        env = _suite_env(suite, project, collectors, kind, channel)
         started, cpu = time.perf_counter(), _cpu()
         done = subprocess.run(
             [sys.executable, *suite.command],
@@ -244,6 +250,71 @@ def slowdown(runs: int, suite: Suite = CLICK, against: str = "") -> list[str]:
     return lines
 
 
+def _suite_instructions(
+    suite: Suite, project: Path, collectors: Path | None, kind: str, files: list[str]
+) -> int:
+    """Instructions one run of `files` of the suite executes, counted by callgrind: the same
+    count for the same run whatever else the machine does (a machine whose speed drifts
+    spreads timed rounds from 0.97x to 1.32x, benchmarks/README.md)."""
+    channel = ResultsChannel()
+    try:
+        env = _suite_env(suite, project, collectors, kind, channel)
+        with tempfile.TemporaryDirectory(prefix="bench-tripwire-callgrind-") as out:
+            counts = Path(out) / "callgrind.out"
+            done = subprocess.run(
+                ["valgrind", "--tool=callgrind", f"--callgrind-out-file={counts}", "-q",
+                 sys.executable, *suite.command[:-1], *files],
+                cwd=project, env=env, capture_output=True, text=True,
+            )  # fmt: skip
+            if done.returncode != 0:
+                raise SystemExit(f"{suite.name} under callgrind failed:\n{done.stdout[-2000:]}")
+            lines = counts.read_text().splitlines()
+            return int(next(line for line in lines if line.startswith("totals:")).split()[1])
+    finally:
+        channel.close()
+
+
+def instructions(files: list[str], suite: Suite = CLICK, against: str = "") -> list[str]:
+    """The monitor's cost as instructions executed, one callgrind run of each kind."""
+    if not suite.mirror.is_dir():
+        return [f"SKIP instructions: no mirror at {suite.mirror}"]
+    if shutil.which("valgrind") is None:
+        return ["SKIP instructions: no valgrind (Debian's package)"]
+    with tempfile.TemporaryDirectory(prefix=f"bench-tripwire-{suite.name}-") as tmp:
+        project = Path(tmp) / suite.name
+        subprocess.run(["git", "clone", "-q", str(suite.mirror), str(project)], check=True)
+        stub = Path(tmp) / "collectors"
+        shutil.copytree(COLLECTORS, stub, ignore=shutil.ignore_patterns("__pycache__"))
+        (stub / "patchheal_monitor.py").write_text(_STUB)
+        baseline = _collectors_at(against, Path(tmp) / "against") if against else None
+        _suite_seconds(suite, project, COLLECTORS)  # .pyc files written: no run compiles
+        if baseline is not None:
+            _suite_seconds(suite, project, baseline)
+        _suite_seconds(suite, project, None)
+        plain = _suite_instructions(suite, project, None, "reproduction", files)
+        disarmed = _suite_instructions(suite, project, stub, "reproduction", files)
+        rows = [
+            (kind, _suite_instructions(suite, project, COLLECTORS, kind, files)) for kind in KINDS
+        ]
+        if baseline is not None:
+            before = _suite_instructions(suite, project, baseline, "regression step", files)
+            rows.append((f"regression step, collectors of {against}", before))
+    lines = [
+        f"{suite.name}'s {' '.join(files)} under callgrind, one run each, instructions "
+        f"executed (the same for the same run on any load); goal <= 1.10x:",
+        "",
+        "| armed as | instructions | over disarmed | over plain |",
+        "| --- | --- | --- | --- |",
+        f"| plain (no patchheal code in the process) | {plain:,} | | |",
+        f"| disarmed (the collectors, no monitor) | {disarmed:,} | | {disarmed / plain:.3f}x |",
+    ]
+    lines += [
+        f"| {kind} | {count:,} | **{count / disarmed:.3f}x** | {count / plain:.3f}x |"
+        for kind, count in rows
+    ]
+    return lines
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--no-battery", action="store_true")
@@ -258,8 +329,17 @@ def main() -> int:
         metavar="REV",
         help="also time the collectors of this git revision, armed as a regression step",
     )
+    parser.add_argument(
+        "--instructions",
+        nargs="+",
+        metavar="TEST_FILE",
+        help="count instructions of these test files of click's under callgrind, not seconds",
+    )
     args = parser.parse_args()
     lines: list[str] = []
+    if args.instructions:
+        print("\n".join(instructions(args.instructions, against=args.against)))
+        return 0
     if not args.no_battery:
         lines += battery()
     if not args.no_slowdown:
