@@ -372,3 +372,16 @@ def test_a_bare_pytest_after_setup_is_the_job_environments(
         containers.remove_image(h.client, h.run_image(repo))
     finally:
         h.close()
+
+
+def test_an_image_pin_the_engine_refuses_is_a_harness_error(python_image: str) -> None:
+    """A pin the engine will not create (here: a bind mount it rejects) is a clear harness
+    error naming the image, not a traceback; a missing image is no pin at all."""
+    from patchheal.errors import HarnessError
+    from patchheal.harness.engine import dockerapi, imagepin
+
+    client = dockerapi.engine()
+    with pytest.raises(HarnessError, match=f"cannot pin image {python_image}"):
+        imagepin.pin(client, python_image, f"pin-refused-{os.getpid()}", ["not/absolute"])
+    assert imagepin.pin(client, "patchheal-deps/none:missing", f"pin-none-{os.getpid()}") is None
+    assert not labelled(client, f"pin-refused-{os.getpid()}")["containers"]

@@ -23,6 +23,7 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from patchheal.errors import HarnessError
 from patchheal.harness.engine import containers, dockerapi, ownership
 from patchheal.harness.engine.session import KEEPER_COMMAND, KEEPER_USER
 
@@ -75,6 +76,8 @@ def pin(
         )
     except docker.errors.ImageNotFound:
         return None
+    except docker.errors.APIError as exc:  # a clear harness error, as `containers.created`
+        raise HarnessError(f"cannot pin image {image}: {exc.explanation or exc}") from None
     try:
         held = containers.hold_stdin(container)
         containers.start(container)
