@@ -385,3 +385,33 @@ def test_an_image_pin_the_engine_refuses_is_a_harness_error(python_image: str) -
         imagepin.pin(client, python_image, f"pin-refused-{os.getpid()}", ["not/absolute"])
     assert imagepin.pin(client, "patchheal-deps/none:missing", f"pin-none-{os.getpid()}") is None
     assert not labelled(client, f"pin-refused-{os.getpid()}")["containers"]
+
+
+class _RemovedOnCreation:
+    """The engine's client, except that each container it creates is removed at once, by
+    the engine, before its creator can start it (as someone else's cleanup could)."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.containers = self
+
+    def create(self, *args: Any, **kwargs: Any) -> Any:
+        container = self._client.containers.create(*args, **kwargs)
+        container.remove(force=True)
+        return container
+
+
+def test_an_image_pin_removed_before_it_starts_is_no_pin(python_image: str) -> None:
+    """A pin whose container is gone before it starts is no pin (the run makes sure of its
+    image and pins again), not a failed run; nothing of it is left in the engine."""
+    from patchheal.harness.engine import dockerapi, imagepin
+
+    client = dockerapi.engine()
+    job = f"pin-vanished-{os.getpid()}"
+    vanishing: Any = _RemovedOnCreation(client)
+    assert imagepin.pin(vanishing, python_image, job) is None
+    assert not labelled(client, job)["containers"]
+    pinned = imagepin.pin(client, python_image, job)
+    assert pinned is not None
+    imagepin.unpin(pinned)
+    assert not labelled(client, job)["containers"]

@@ -10,6 +10,7 @@ whichever refuses a trick is fine. Local harness, its results channel,
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -102,7 +103,9 @@ def test_docker_harness_sample(tmp_path: Path, require_docker: None) -> None:
 
     judge = Judge(
         tmp_path,
-        lambda: DockerHarness(load_harness("python"), job_id=f"hostile-{tmp_path.name}"),
+        lambda: DockerHarness(
+            load_harness("python"), job_id=f"hostile-{os.getpid()}-{tmp_path.name}"
+        ),
         python="python",
         pytest="python -m pytest",
     )

@@ -593,7 +593,9 @@ def test_the_tripwire_works_in_the_docker_harness(
     from patchheal.harness.definitions import load_harness
     from patchheal.harness.docker.harness import DockerHarness
 
-    harness = DockerHarness(load_harness("python"), job_id=f"tripwire-{tmp_path.name}")
+    harness = DockerHarness(
+        load_harness("python"), job_id=f"tripwire-{os.getpid()}-{tmp_path.name}"
+    )
     try:
         judged = evaluate(case, tmp_path, harness, python="python")
     finally:

@@ -240,7 +240,7 @@ def test_twin_sensors_are_refused_in_the_docker_harness_too(
     picked += [c for c in each_runner((tmp_counter,)) if c.runner == "python-m-pytest"]
     judge = Judge(
         tmp_path,
-        lambda: DockerHarness(load_harness("python"), job_id=f"twin-{tmp_path.name}"),
+        lambda: DockerHarness(load_harness("python"), job_id=f"twin-{os.getpid()}-{tmp_path.name}"),
         python="python",
         pytest="python -m pytest",
     )

@@ -7,6 +7,7 @@ for a handful, in the Docker harness) with the harness's results channel.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -79,7 +80,7 @@ def test_docker_harness_collects_results_too(
     from patchheal.harness.definitions import load_harness
     from patchheal.harness.docker.harness import DockerHarness
 
-    harness = DockerHarness(load_harness("python"), job_id=f"battery-{tmp_path.name}")
+    harness = DockerHarness(load_harness("python"), job_id=f"battery-{os.getpid()}-{tmp_path.name}")
     try:
         judged = evaluate(case, tmp_path, harness, python="python")
     finally:

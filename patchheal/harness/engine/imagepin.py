@@ -78,13 +78,32 @@ def pin(
         return None
     except docker.errors.APIError as exc:  # a clear harness error, as `containers.created`
         raise HarnessError(f"cannot pin image {image}: {exc.explanation or exc}") from None
+    held = None
     try:
         held = containers.hold_stdin(container)
-        containers.start(container)
+        dockerapi.call(container.start)
+    except docker.errors.NotFound:
+        # Removed between its creation and its start (seen once in CI, by whom was not
+        # found): no pin yet, as when the image is gone, so the caller makes sure of the
+        # image and pins again.
+        log.warning("image pin %s vanished before it started", name)
+        _abandon(container, held)
+        return None
+    except docker.errors.APIError as exc:
+        _abandon(container, held)
+        raise HarnessError(
+            f"cannot start the pin of image {image}: {exc.explanation or exc}"
+        ) from None
     except BaseException:
-        containers.teardown(container, grace=0)
+        _abandon(container, held)
         raise
     return Pin(container, held)
+
+
+def _abandon(container: Container, held: Any) -> None:
+    if held is not None:
+        containers.release_stdin(held)
+    containers.teardown(container, grace=0)
 
 
 def unpin(pinned: Pin) -> None:
