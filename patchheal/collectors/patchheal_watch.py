@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from _operator import methodcaller
 from _thread import get_ident
-from hashlib import sha256  # OpenSSL's C constructor, bound here once
 from posix import (
     O_APPEND,
     O_CREAT,
@@ -48,12 +47,26 @@ from posix import close as os_close
 from posix import open as os_open
 from posix import read as os_read
 from posix import write as os_write
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 # A refusal carries EACCES, as the system's own would: library code that handles a
 # permission error by its errno (pytest 4.6's rewrite cache, for one) degrades as it
 # does on a read-only folder instead of crashing.
 _EACCES = 13
+
+# A C constructor, bound here once: CPython's own (`_sha256`, `_sha2` from 3.12) where it
+# has one, which loads in a tenth of the time `hashlib` takes to load OpenSSL (4 ms of
+# every process that would not have imported hashlib itself).
+if TYPE_CHECKING:
+    from hashlib import sha256
+else:
+    try:
+        from _sha256 import sha256
+    except ImportError:
+        try:
+            from _sha2 import sha256
+        except ImportError:
+            from hashlib import sha256
 
 try:
     from _json import encode_basestring_ascii
@@ -167,6 +180,9 @@ WATCHED = frozenset(
 _REPORTERS = ("/patchheal_pytest.py", "/patchheal_unittest.py")
 _REWRITE = "/_pytest/assertion/rewrite.py"
 _WRITE_FLAGS = O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | O_APPEND
+# A mode with anything but these letters writes ('w', 'a', 'x', '+'): one C call where a
+# test of each letter was a generator (an open is the commonest event after code reads).
+_READ_MODE = str.maketrans("", "", "rbtU")
 _THIN = frozenset(
     {"inspect.py", "functools.py", "threading.py", "contextlib.py", "types.py", "operator.py"}
     # `code.py` compiles and runs the source and file name its caller gives
@@ -324,6 +340,7 @@ def make_hook(
     # quarter of the hook's time there). Both code objects are held, so that neither
     # address is ever another code's.
     quiet_execs: set[tuple[int, int]] = set()
+    quiet_exec_targets: set[int] = set()  # the first of each pair: most execs need no frame
     quiet_exec_codes: list[Any] = []
 
     def kind(filename: str) -> tuple[str, str]:
@@ -680,10 +697,6 @@ def make_hook(
 
     def code_event(event: str, args: tuple[Any, ...], caller: Any) -> None:
         ran_by = caller.f_code if caller is not None else None
-        if event == "exec" and type(args[0]) is code_type and ran_by is not None:
-            pair = (address_of(args[0]), address_of(ran_by))
-            if pair in quiet_execs:
-                return
         if event in ("compile", "code.__new__"):
             target = args[1] if len(args) > 1 else ""
         else:
@@ -705,6 +718,7 @@ def make_hook(
             # only fill it.)
             if len(quiet_exec_codes) < MAX_QUIET_EXECS:
                 quiet_execs.add((address_of(args[0]), address_of(ran_by)))
+                quiet_exec_targets.add(address_of(args[0]))
                 quiet_exec_codes.append((args[0], ran_by))
             return
         # The import system loading a collector from its own (read-only) file is no forgery:
@@ -863,7 +877,7 @@ def make_hook(
         if secret:
             note("read of a process's environment or memory", performer(caller), secret, "proc")
             raise PermissionError(_EACCES, f"patchheal: reading {secret} is refused")
-        writing = (type(mode) is str and any(c in mode for c in "wax+")) or (
+        writing = (type(mode) is str and mode.translate(_READ_MODE) != "") or (
             type(flags) is int and flags & _WRITE_FLAGS
         )
         if writing and guarded_path(path, None, False) and first_non_stdlib(caller) != "collector":
@@ -998,6 +1012,8 @@ def make_hook(
         try:
             if event == "object.__getattr__" and not_a_tests_code(args):
                 return  # pytest and libraries reading code that is no test's: most reads
+            if event == "exec" and quiet_exec(args[0]):
+                return
             handle(event, args)
         except PermissionError:
             raise
@@ -1005,6 +1021,17 @@ def make_hook(
             pass
         finally:
             busy.discard(ident)
+
+    def quiet_exec(code: Any) -> bool:
+        """An `exec` of a code object that the same library or stdlib code ran before, when it
+        told nothing (code_event): checked here, before `handle`, as the commonest event of a
+        pytest run (the mark expression, once per test collected)."""
+        if type(code) is not code_type or address_of(code) not in quiet_exec_targets:
+            return False
+        caller = getframe(1).f_back  # what raised the event (above hook()), None from C
+        if caller is None:
+            return False
+        return (address_of(code), address_of(caller.f_code)) in quiet_execs
 
     def not_a_tests_code(args: tuple[Any, ...]) -> bool:
         """A function's `__code__` read whose code is not a watched test file's (its own

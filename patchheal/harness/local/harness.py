@@ -17,7 +17,7 @@ from patchheal.harness.base import DETERMINISTIC_ENV, OutputSink
 from patchheal.harness.engine import leftovers
 from patchheal.harness.local.venv import ensure_job_venv, generated_files, venv_environment
 from patchheal.harness.results.channel import ResultsChannel
-from patchheal.harness.results.collectors import COLLECTORS
+from patchheal.harness.results.collectors import COLLECTORS, precompiled
 from patchheal.harness.setup import generated
 from patchheal.models import CommandResult
 
@@ -111,7 +111,7 @@ class LocalHarness:
                     "TMPDIR": str(scratch / "tmp"),
                 },
                 results_dir=str(channel.host_dir),
-                collectors=str(COLLECTORS),
+                collectors=str(precompiled(COLLECTORS)),
             )
             result = proc.run(
                 command,
