@@ -23,6 +23,7 @@
     python benchmarks/bench_tripwire.py --no-battery --unittest   # a unittest suite's
     python benchmarks/bench_tripwire.py --no-battery --against df6ed50  # and those collectors'
     python benchmarks/bench_tripwire.py --instructions tests/test_basic.py  # callgrind's count
+    python benchmarks/bench_tripwire.py --instructions tests --kind "regression step"  # suite
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from patchheal.harness.local.harness import LocalHarness
 from patchheal.harness.results import twinchannel
 from patchheal.harness.results.channel import ResultsChannel
-from patchheal.harness.results.collectors import COLLECTORS
+from patchheal.harness.results.collectors import COLLECTORS, precompiled
 from tests.tripwire_battery import CASES
 from tests.verdict_battery import Judged, evaluate
 
@@ -274,12 +276,16 @@ def _suite_instructions(
         channel.close()
 
 
-def instructions(files: list[str], suite: Suite = CLICK, against: str = "") -> list[str]:
-    """The monitor's cost as instructions executed, one callgrind run of each kind."""
+def instructions(
+    files: list[str], suite: Suite = CLICK, against: str = "", kinds: tuple[str, ...] = ()
+) -> list[str]:
+    """The monitor's cost as instructions executed, one callgrind run of each kind (`kinds`:
+    these only), as many at once as the machine has cores: a count does not depend on load."""
     if not suite.mirror.is_dir():
         return [f"SKIP instructions: no mirror at {suite.mirror}"]
     if shutil.which("valgrind") is None:
         return ["SKIP instructions: no valgrind (Debian's package)"]
+    kinds = kinds or tuple(KINDS)
     with tempfile.TemporaryDirectory(prefix=f"bench-tripwire-{suite.name}-") as tmp:
         project = Path(tmp) / suite.name
         subprocess.run(["git", "clone", "-q", str(suite.mirror), str(project)], check=True)
@@ -291,14 +297,20 @@ def instructions(files: list[str], suite: Suite = CLICK, against: str = "") -> l
         if baseline is not None:
             _suite_seconds(suite, project, baseline)
         _suite_seconds(suite, project, None)
-        plain = _suite_instructions(suite, project, None, "reproduction", files)
-        disarmed = _suite_instructions(suite, project, stub, "reproduction", files)
-        rows = [
-            (kind, _suite_instructions(suite, project, COLLECTORS, kind, files)) for kind in KINDS
-        ]
+        runs: dict[str, tuple[Path | None, str]] = {
+            PLAIN: (None, "reproduction"),
+            "disarmed": (stub, "reproduction"),
+            **{kind: (COLLECTORS, kind) for kind in kinds},
+        }
         if baseline is not None:
-            before = _suite_instructions(suite, project, baseline, "regression step", files)
-            rows.append((f"regression step, collectors of {against}", before))
+            runs[f"regression step, collectors of {against}"] = (baseline, "regression step")
+        with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+            futures = {
+                name: pool.submit(_suite_instructions, suite, project, folder, kind, files)
+                for name, (folder, kind) in runs.items()
+            }
+            counts = {name: future.result() for name, future in futures.items()}
+    plain, disarmed = counts.pop(PLAIN), counts.pop("disarmed")
     lines = [
         f"{suite.name}'s {' '.join(files)} under callgrind, one run each, instructions "
         f"executed (the same for the same run on any load); goal <= 1.10x:",
@@ -310,7 +322,7 @@ def instructions(files: list[str], suite: Suite = CLICK, against: str = "") -> l
     ]
     lines += [
         f"| {kind} | {count:,} | **{count / disarmed:.3f}x** | {count / plain:.3f}x |"
-        for kind, count in rows
+        for kind, count in counts.items()
     ]
     return lines
 
@@ -335,10 +347,18 @@ def main() -> int:
         metavar="TEST_FILE",
         help="count instructions of these test files of click's under callgrind, not seconds",
     )
+    parser.add_argument(
+        "--kind",
+        action="append",
+        choices=sorted(KINDS),
+        help="with --instructions: count these kinds of run only (default: all)",
+    )
     args = parser.parse_args()
+    precompiled(COLLECTORS)  # as each harness does before a run: the monitor's own bytecode
     lines: list[str] = []
     if args.instructions:
-        print("\n".join(instructions(args.instructions, against=args.against)))
+        kinds = tuple(args.kind or ())
+        print("\n".join(instructions(args.instructions, against=args.against, kinds=kinds)))
         return 0
     if not args.no_battery:
         lines += battery()

@@ -608,3 +608,42 @@ def test_the_tripwire_works_in_the_docker_harness(
         streamed = "never reported while it ran" in judged.reason
         expected = Outcome.NO_EFFECT if streamed else Outcome.REJECTED_TRIPWIRE
         assert judged.outcome is expected, judged.reason
+
+
+_THREADS = """
+import sys, threading
+
+import patchheal_results
+
+start = threading.Barrier(8)
+refused = []
+
+
+def work(n):
+    start.wait()
+    for _ in range(200):
+        try:
+            open("/proc/self/environ", "rb")
+        except PermissionError:
+            refused.append(n)
+    sys._getframe()  # @thread
+
+
+threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print("refused", len(refused))
+patchheal_results.write("unittest", {"outcomes": {"t": "passed"}})
+"""
+
+
+def test_every_thread_raising_events_at_once_is_watched(tmp_path: Path) -> None:
+    """Eight threads hitting the hook at once: each is refused every time and named at its
+    line (the hook finds each event's frame through a finder of the thread's own)."""
+    results, output = _run_in_channel(tmp_path, _THREADS)
+    assert results is not None, output
+    assert "refused 1600" in output, output
+    seen = {(e.op, e.line) for e in results.monitor if e.file == "main.py"}
+    assert ("frame access", _line(_THREADS, "thread")) in seen, results.monitor
