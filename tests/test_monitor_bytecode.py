@@ -18,7 +18,12 @@ import sys
 from pathlib import Path
 
 from patchheal.harness.results.channel import ResultsChannel
-from patchheal.harness.results.collectors import COLLECTORS, PRIVATE_MODULES, precompiled
+from patchheal.harness.results.collectors import (
+    COLLECTORS,
+    PRIVATE_MODULES,
+    cached_code,
+    precompiled,
+)
 
 KEPT = "patchheal_twin_kept.py"
 # Prints "refused" only where the monitor's hook is in place.
@@ -62,7 +67,7 @@ def _marked_pyc(folder: Path, mark: Path, *, checked: bool) -> None:
     source = folder / KEPT
     marked = folder / "marked.py"
     marked.write_text(source.read_text() + f"\nopen({str(mark)!r}, 'w').close()\n")
-    target = Path(importlib.util.cache_from_source(str(source)))
+    target = cached_code(source)
     if checked:
         py_compile.compile(
             str(marked),
@@ -80,7 +85,7 @@ def _marked_pyc(folder: Path, mark: Path, *, checked: bool) -> None:
 
 def test_precompiled_writes_checked_hash_bytecode_once(tmp_path: Path) -> None:
     folder = precompiled(_collectors(tmp_path))
-    pycs = [Path(importlib.util.cache_from_source(str(folder / m))) for m in PRIVATE_MODULES]
+    pycs = [cached_code(folder / m) for m in PRIVATE_MODULES]
     for pyc, module in zip(pycs, PRIVATE_MODULES, strict=True):
         header = pyc.read_bytes()[:16]
         assert header[:4] == importlib.util.MAGIC_NUMBER, module
@@ -98,8 +103,10 @@ def test_precompiled_writes_checked_hash_bytecode_once(tmp_path: Path) -> None:
 
 def test_a_folder_patchheal_cannot_write_is_left_as_it_is(tmp_path: Path) -> None:
     folder = _collectors(tmp_path)
-    (folder / "__pycache__").write_text("not a folder")  # no pyc can be written under it
+    blocked = cached_code(folder / "patchheal_watch.py")
+    blocked.mkdir()  # no pyc can be written there
     assert precompiled(folder) == folder
+    assert blocked.is_dir()
     started = _start(folder, tmp_path)
     assert started.returncode == 0, started.stderr
     assert started.stdout.strip() == "refused"
@@ -110,7 +117,7 @@ def test_the_monitor_runs_bytecode_of_its_source_bytes_only(tmp_path: Path) -> N
     mark = tmp_path / "mark"
 
     # A checked-hash pyc whose hash is the source's: run (the folder is trusted as its
-    # source is; a step container mounts both read-only).
+    # source is: a step container mounts it read-only, and the hook refuses writes into it).
     _marked_pyc(folder, mark, checked=True)
     started = _start(folder, tmp_path)
     assert started.returncode == 0, started.stderr
@@ -131,3 +138,31 @@ def test_the_monitor_runs_bytecode_of_its_source_bytes_only(tmp_path: Path) -> N
     assert started.returncode == 0, started.stderr
     assert started.stdout.strip() == "refused"
     assert not mark.exists()
+
+
+def test_a_step_cannot_write_the_monitors_bytecode(tmp_path: Path) -> None:
+    """The pyc the next run's monitor would start from is in the folder the hook guards: a
+    step's write of it is refused, as a write of the monitor's source is."""
+    folder = precompiled(_collectors(tmp_path))
+    target = cached_code(folder / "patchheal_watch.py")
+    before = target.read_bytes()
+    channel = ResultsChannel()
+    try:
+        env = channel.environment(
+            {"PATH": "/usr/bin:/bin"}, results_dir=str(channel.host_dir), collectors=str(folder)
+        )
+        script = f"""
+for path in ({str(target)!r}, {str(folder / "patchheal_watch.py")!r}):
+    try:
+        open(path, "wb").close()
+        print("written", path)
+    except PermissionError:
+        print("refused")
+"""
+        done = subprocess.run(
+            [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True
+        )
+    finally:
+        channel.close()
+    assert done.stdout.split() == ["refused", "refused"], done.stdout + done.stderr
+    assert target.read_bytes() == before

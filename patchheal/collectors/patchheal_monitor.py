@@ -92,8 +92,9 @@ def _code(path: str) -> Any:
     """The code of the collector at `path`: from the checked-hash pyc patchheal compiled
     beside it for this Python (harness/results/collectors.py `precompiled`) when that pyc
     was compiled from these very bytes, else compiled now (some 17 ms of every process's
-    start). The pyc is trusted as far as its folder is, which is the source's: whoever could
-    write one could write the other (a step container mounts both read-only)."""
+    start). The pyc lies in the collectors' folder itself, not in a `__pycache__` under it:
+    whoever could write it could write the source (a step container mounts the folder
+    read-only, and the hook refuses the step's writes into it)."""
     with open(path, "rb") as handle:  # noqa: PTH123
         source = handle.read()
     try:
@@ -112,7 +113,7 @@ def _cached(path: str, source: bytes) -> Any:
     if tag is None:
         return None
     folder, name = os.path.split(path)
-    pyc = os.path.join(folder, "__pycache__", f"{name[:-3]}.{tag}.pyc")  # noqa: PTH118
+    pyc = os.path.join(folder, f"{name[:-3]}.{tag}.pyc")  # noqa: PTH118
     try:
         with open(pyc, "rb") as handle:  # noqa: PTH123
             data = handle.read()

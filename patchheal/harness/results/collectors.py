@@ -6,9 +6,10 @@ import contextlib
 import importlib.util
 import py_compile
 import stat
+import sys
 from pathlib import Path
 
-from patchheal.harness.engine.hostdirs import cache_dir, share_readable, shared_copy
+from patchheal.harness.engine.hostdirs import cache_dir, shared_copy
 
 # The package's collectors (a pytest plugin, the audit-hook monitor, the twin).
 COLLECTORS = Path(__file__).resolve().parents[2] / "collectors"
@@ -30,12 +31,12 @@ def collectors_source() -> Path:
 
 def precompiled(folder: Path) -> Path:
     """`folder`, with a checked-hash pyc of each of the monitor's private modules for this
-    Python in its `__pycache__`: a step on the same Python version (the local harness; the
-    Debian image of the Python harness) starts its monitor without compiling it, some 17 ms
-    of every process. Best effort: a folder patchheal cannot write is left as it is."""
+    Python beside it (`cached_code`): a step on the same Python version (the local harness;
+    the Debian image of the Python harness) starts its monitor without compiling it, some
+    17 ms of every process. Best effort: a folder patchheal cannot write is left as it is."""
     for name in PRIVATE_MODULES:
         source = folder / name
-        target = Path(importlib.util.cache_from_source(str(source)))
+        target = cached_code(source)
         with contextlib.suppress(OSError, py_compile.PyCompileError):
             if not _matches(target, source.read_bytes()):
                 py_compile.compile(
@@ -47,8 +48,16 @@ def precompiled(folder: Path) -> Path:
                 # As readable as the folder: a private umask must not make a folder any
                 # user could read (and so mount as it is, shared_copy) one they cannot.
                 if stat.S_IMODE(folder.stat().st_mode) & 0o005 == 0o005:
-                    share_readable(target.parent)
+                    target.chmod(stat.S_IMODE(target.stat().st_mode) | 0o444)
     return folder
+
+
+def cached_code(source: Path) -> Path:
+    """Where the monitor looks for `source`'s bytecode (patchheal_monitor.py `_cached`): in
+    the collectors' folder itself, which the hook guards, not in a `__pycache__` under it,
+    which it does not (a step that wrote one there would run its code in the next run's
+    monitor). No import finds it: its name is no module's."""
+    return source.with_name(f"{source.stem}.{sys.implementation.cache_tag}.pyc")
 
 
 def _matches(pyc: Path, source: bytes) -> bool:
