@@ -38,7 +38,7 @@ except PermissionError:
 
 def _collectors(tmp_path: Path) -> Path:
     folder = tmp_path / "collectors"
-    shutil.copytree(COLLECTORS, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(COLLECTORS, folder, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     return folder
 
 
