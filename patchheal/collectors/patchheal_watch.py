@@ -1015,8 +1015,8 @@ def make_hook(
             if event == "object.__getattr__" and not_a_tests_code(args):
                 return  # pytest and libraries reading code that is no test's: most reads
             # What raised the event: the hook's own caller (None from C).
-            caller = raisers.get(ident) or new_raiser(ident)
-            caller = next(caller).f_back
+            finder = raisers.get(ident) or new_raiser(ident)
+            caller = next(finder).f_back
             if event == "exec" and quiet_exec(args[0], caller):
                 return
             handle(event, args, caller)

@@ -63,7 +63,8 @@ def cached_code(source: Path) -> Path:
 def _matches(pyc: Path, source: bytes) -> bool:
     """Whether `pyc` is a checked-hash pyc of this Python compiled from `source`."""
     try:
-        header = pyc.read_bytes()[:16]
+        with pyc.open("rb") as handle:
+            header = handle.read(16)  # the header only: each run asks
     except OSError:
         return False
     flags = int.from_bytes(header[4:8], "little")
