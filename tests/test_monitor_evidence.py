@@ -152,6 +152,37 @@ def test_a_runner_object_changed_is_named_with_its_file(tmp_path: Path) -> None:
     assert "test_calc.py::test_add" not in tests.asserted
 
 
+def test_a_runner_module_given_another_class_is_named_with_its_file(tmp_path: Path) -> None:
+    """Hostile: a source file gives the `unittest` module a class whose attributes answer
+    otherwise (pytest reads `unittest.SkipTest` to make every report), so a failing assert
+    is reported skipped. No namespace of the runner changed: only the module's class, whose
+    assignment is audited. It is a `runner object changed` event blamed on that file."""
+    patch = """
+        import sys
+        import types
+
+
+        class _Answers(types.ModuleType):
+            def __getattribute__(self, name):
+                if name == "SkipTest":
+                    return AssertionError
+                return super().__getattribute__(name)
+
+
+        sys.modules["unittest"].__class__ = _Answers
+    """
+    repo = _project(
+        tmp_path,
+        {
+            "calc.py": textwrap.dedent(patch) + "\n\ndef add(a, b):\n    return a - b\n",
+            "test_calc.py": "import unittest\n" + ADD_TEST,
+        },
+    )
+    tests = _run(repo, PYTEST)
+    assert tests.outcomes == {"test_calc.py::test_add": "skipped"}  # the trick worked ...
+    assert _runner_changes(tests) == [("module unittest.__class__", "calc.py", "runner")]
+
+
 def test_a_change_that_puts_itself_back_while_the_report_is_made_is_named(
     tmp_path: Path,
 ) -> None:

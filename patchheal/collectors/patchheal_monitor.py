@@ -161,7 +161,14 @@ def install() -> None:
     runner_watch = private["make_runner_watch"](sys.modules, type(sys))
     planner = private["make_twin_planner"](twin["make_plan"], twin["keep_originals"])
     hook = private["make_hook"](
-        token, results, _project_root(), here, stdlib, runner_watch, planner
+        token,
+        results,
+        _project_root(),
+        here,
+        stdlib,
+        runner_watch,
+        planner,
+        private["is_runner_module"],
     )
     sys.addaudithook(hook)
     # The runner's modules imported so far (`builtins`, `ast`) as they are now, before any

@@ -85,6 +85,13 @@ def _stream(what: str, test_id: str, outcome: str = "") -> None:
     sys.audit(TEST_EVENT, what, test_id, outcome)
 
 
+# The four events of every test (its item, its body done, its outcome, its end) are raised
+# straight from the hook function pluggy calls, under the guard's rule written out (a failure
+# disables the collector, never the test): the monitor names who reported a test by walking
+# past the collectors' frames, and each frame costs it an audited `f_code` read, about
+# 4,000 instructions; a layer of `_guard.run` and `_stream` was 60,000 a test in click's suite.
+
+
 def pytest_configure(config: Any) -> None:
     _guard.run(_enable_assertion_pass, config)
     _guard.run(_stream, "ready", "")
@@ -113,12 +120,12 @@ def pytest_runtest_protocol(item: Any, nextitem: Any) -> Any:
     # The test's start, with its item: the monitor checks unittest's objects for this test
     # only if the item is not a plain pytest function (patchheal_runnerwatch.py). Nothing
     # of the test runs between here and pytest's `logstart`.
-    _guard.run(_stream_item, item)
+    if not _guard.error:
+        try:
+            sys.audit(TEST_EVENT, "item", item.nodeid, item)
+        except Exception as exc:
+            _guard.fail(exc)
     yield
-
-
-def _stream_item(item: Any) -> None:
-    sys.audit(TEST_EVENT, "item", item.nodeid, item)
 
 
 def _explain_passes_only_where_wanted(item: Any) -> None:
@@ -147,12 +154,20 @@ def _is_wanted(item: Any, wanted: tuple[str, ...]) -> bool:
 
 
 def pytest_runtest_logfinish(nodeid: str, location: Any) -> None:
-    _guard.run(_stream, "stop", nodeid)
+    if not _guard.error:
+        try:
+            sys.audit(TEST_EVENT, "stop", nodeid, "")
+        except Exception as exc:
+            _guard.fail(exc)
+
+
+def _kept(test_id: str, outcome: str) -> tuple[str, str]:
+    _outcomes[test_id] = channel.worst(_outcomes.get(test_id), outcome)
+    return test_id, outcome
 
 
 def _record(test_id: str, outcome: str) -> None:
-    _outcomes[test_id] = channel.worst(_outcomes.get(test_id), outcome)
-    _stream("outcome", test_id, outcome)
+    _stream("outcome", *_kept(test_id, outcome))
 
 
 # Asked for by the reproduction run only: tracing slows a test run down (docs/proposers.md).
@@ -173,7 +188,11 @@ def pytest_runtest_call(item: Any) -> Any:
     # change the body made to the outcome path is still in place here, even one that puts
     # itself back while it makes the report. Outermost (tryfirst), so every other plugin's
     # code around the call has run by now.
-    _guard.run(_stream, "called", item.nodeid)
+    if not _guard.error:
+        try:
+            sys.audit(TEST_EVENT, "called", item.nodeid, "")
+        except Exception as exc:
+            _guard.fail(exc)
     if trace is not None:
         _guard.run(_after_call, item, trace, outcome)
 
@@ -330,10 +349,17 @@ def _keep_trace(test_id: str, outcome: str) -> None:
 
 
 def pytest_runtest_logreport(report: Any) -> None:
-    _guard.run(_logreport, report)
+    recorded = _guard.run(_logreport, report)
+    if recorded is not None and not _guard.error:
+        try:
+            sys.audit(TEST_EVENT, "outcome", *recorded)
+        except Exception as exc:
+            _guard.fail(exc)
 
 
-def _logreport(report: Any) -> None:
+def _logreport(report: Any) -> tuple[str, str] | None:
+    """(test id, outcome) of a report that records one, recorded here and streamed by the
+    caller; None for a report that records none (a passed setup or teardown)."""
     # The runner is checked once a test before its outcome is read: the call's when its body
     # is done (pytest_runtest_call above), a setup's or teardown's that did not pass here, so
     # an attribute that answers "passed" once and then puts the class back is seen while it
@@ -345,13 +371,13 @@ def _logreport(report: Any) -> None:
         # pytest's own outcome: an xfail that failed is "skipped" (xfailed), a non-strict
         # xpass "passed" (pytest exits 0 on it), a strict xpass "failed".
         if hasattr(report, "wasxfail") and report.skipped:
-            _record(report.nodeid, "xfailed")
-        else:
-            _record(report.nodeid, report.outcome)
-    elif report.failed:
-        _record(report.nodeid, "error")
-    elif report.skipped:
-        _record(report.nodeid, "skipped")
+            return _kept(report.nodeid, "xfailed")
+        return _kept(report.nodeid, report.outcome)
+    if report.failed:
+        return _kept(report.nodeid, "error")
+    if report.skipped:
+        return _kept(report.nodeid, "skipped")
+    return None
 
 
 def pytest_collectreport(report: Any) -> None:

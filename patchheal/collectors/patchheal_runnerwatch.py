@@ -14,19 +14,28 @@ or a hash of a step-made object would run the step's code inside the hook. A lat
 entry that is no longer the object it was, and every behaviour added to a
 runner class (`TestReport.passed = property(...)` shadowing the base's).
 
-Cost: a check first compares, in C and by identity, every value of the group's
-namespaces with what they held at the last check (one pass over their entry
-tables); only when anything differs does it look entry by entry. The modules a
-test's outcome goes through are checked once a test, when its body is done and
-before its outcome is made (patchheal_pytest.py's call wrappers,
-patchheal_unittest.py's `TestCase._callTestMethod` and
-`_Outcome.testPartExecutor`): pytest's, pluggy's and the pytest collector's for
-every test, unittest's (with the unittest collector and the classes of pytest's
-unittest plugin) only for a test that is not a plain pytest function, since only
-such a test's outcome goes through them. The
-rest are checked one sixteenth at a time in rotation, and everything at
-test-module compile time and when a record is signed (docs/verdict.md,
-"Outcomes the step cannot rewrite").
+When: once a test, when its body is done and before its outcome is made
+(patchheal_pytest.py's call wrappers, patchheal_unittest.py's
+`TestCase._callTestMethod` and `_Outcome.testPartExecutor`), the moment a
+phase raises, at test-module compile time and when a record is signed
+(docs/verdict.md, "Outcomes the step cannot rewrite").
+
+Cost: CPython gives every dict a version tag that any change to it replaces
+(PEP 509's `ma_version_tag`, kept by CPython 3.6 to 3.13), which no code can set
+back without `ctypes`, an audited operation. Where a probe at install shows this
+Python keeps one, a check reads the tag of each namespace watched (a module's
+dict, a class's own dict) into one bytes object, in C, and compares it with the
+last check's: some 170 instructions a namespace, where comparing every value
+cost 270 a value (a namespace holds 13 on average). So every namespace is
+checked at every check. Only the namespaces whose tag moved are then compared
+entry by entry. Without the tags (another Python, a debug build), a check
+compares, in C and by identity, every value of the group's namespaces with what
+they held at the last check; the modules a test's outcome goes through are
+checked at every test, pytest's, pluggy's and the pytest collector's for every
+test, unittest's (with the unittest collector and the classes of pytest's
+unittest plugin) only for a test that is not a plain pytest function, since
+only such a test's outcome goes through them, and the rest one sixteenth at a
+time in rotation.
 """
 
 from __future__ import annotations
@@ -34,6 +43,9 @@ from __future__ import annotations
 from _operator import getitem, is_, methodcaller
 from itertools import chain
 from typing import Any
+
+# Where a dict keeps its version tag: after the object header and `ma_used`.
+_TAG_SIZE = 8
 
 # `ast` with them: pytest's assertion rewriter runs on it, and so does the twin's plan in the
 # monitor's hook (patchheal_twin_plan.py), which a replaced node class would see.
@@ -91,6 +103,97 @@ _DATA = frozenset(
 _MISSING = object()
 # `values()` of a module's dict or of a class's mapping proxy: C methods of exact types.
 _VALUES = methodcaller("values")
+_JOIN = b"".join
+
+
+def _moved(now: bytes, before: bytes) -> set[int]:
+    """The places of the tags that differ between `now` and `before` (as long as each other):
+    from the bits that differ, highest first, in C but for one step per place that moved
+    (a loop over every place was 80 µs a check)."""
+    differ = int.from_bytes(now, "big") ^ int.from_bytes(before, "big")
+    bits = len(now) * 8
+    places = set()
+    while differ:
+        place = (bits - differ.bit_length()) // (_TAG_SIZE * 8)
+        places.add(place)
+        differ &= (1 << (bits - (place + 1) * _TAG_SIZE * 8)) - 1  # this place and above off
+    return places
+
+
+def make_version_marks() -> Any:
+    """`mark(namespace) -> (view, dict)`: a live view of the version tag of a module's dict
+    or of a class's own dict (through its mapping proxy), and that dict, to be held so that
+    the address stays its own; None when this Python's dicts keep no tag that every change
+    replaces (the probe below), and the caller compares values instead.
+
+    The tag is read through a `ctypes` object made here, at install, before any code of the
+    step's runs; the view (a `memoryview` of its 8 bytes) reads the dict's memory as it is at
+    each read. Nothing here is reachable from the step: its class can be found through
+    `_SimpleCData.__subclasses__()`, but a change to the class does not reach views made."""
+    import sys
+
+    loaded = "_ctypes" in sys.modules
+    try:
+        from _ctypes import _SimpleCData
+        from gc import get_referents
+    except ImportError:
+        return None
+    finally:
+        if not loaded:  # as the monitor's environment scrub leaves it: no `_ctypes` the
+            sys.modules.pop("_ctypes", None)  # step did not import itself
+
+    class _Version(_SimpleCData):  # type: ignore[type-arg]
+        _type_ = "Q"
+
+    at = _Version.from_address
+    offset = object.__basicsize__ + _TAG_SIZE  # after the header and `ma_used`
+    proxy_type = type(type.__dict__)
+
+    def mark(space: Any) -> tuple[Any, dict[str, Any]]:
+        real = space if type(space) is dict else None
+        if real is None and type(space) is proxy_type:  # a class's mapping proxy: its dict
+            found = get_referents(space)
+            real = found[0] if len(found) == 1 and type(found[0]) is dict else None
+        if real is None:
+            raise TypeError("no dict under this namespace")
+        return memoryview(at(id(real) + offset)).cast("B"), real
+
+    if not _version_marks_work(mark, type(sys)):
+        return None
+    return mark
+
+
+def _version_marks_work(mark: Any, module_type: type) -> bool:
+    """Whether `mark` reads a tag that every kind of change to a module's or a class's dict
+    replaces, and that stays when nothing changes (CPython 3.14 keeps a tag that does not
+    move; another build may keep it elsewhere)."""
+    module = module_type("probe")
+    module.kept = 1
+
+    class Probe:
+        kept = 1
+
+    class_namespace = type.__dict__["__dict__"].__get__
+    changes: tuple[tuple[Any, Any], ...] = (
+        (module.__dict__, lambda: setattr(module, "kept", 2)),
+        (module.__dict__, lambda: setattr(module, "added", 1)),
+        (module.__dict__, lambda: delattr(module, "added")),
+        (class_namespace(Probe), lambda: setattr(Probe, "kept", 2)),
+        (class_namespace(Probe), lambda: setattr(Probe, "added", 1)),
+        (class_namespace(Probe), lambda: delattr(Probe, "added")),
+    )
+    try:
+        for space, change in changes:
+            view, _ = mark(space)
+            before = view.tobytes()
+            if view.tobytes() != before:
+                return False
+            change()
+            if view.tobytes() == before:
+                return False
+    except Exception:
+        return False
+    return True
 
 
 def is_runner_module(name: str) -> bool:
@@ -104,24 +207,31 @@ def is_runner_module(name: str) -> bool:
 
 class _Group:
     """Entries checked together: where each lives, under which key, and what it was; and
-    the runner classes among them, with the keys each had."""
+    the runner classes among them, with the keys each had. `mark`: make_version_marks's,
+    or None to compare values."""
 
-    def __init__(self) -> None:
+    def __init__(self, mark: Any = None) -> None:
         self.spaces: list[Any] = []
         self.keys: list[str] = []
         self.expected: list[Any] = []
         self.original: list[Any] = []  # what each entry held when first seen
         self.labels: list[str] = []
+        self.entries_of: list[list[int]] = []  # each namespace's entries, by its place
         self.classes: list[Any] = []  # each class's own dict (a live view)
+        self.class_at: dict[int, int] = {}  # a class's place among `classes`, by its namespace's
         self.names: list[str] = []
         self.known: list[set[str]] = []
         self.lengths: list[int] = []
-        # The fast path: every value of every namespace in the group, in dict order, as it
-        # was at the last full comparison (None: compare entry by entry next time). Each
-        # namespace is held as a live `values()` view, made once (a module's dict cannot be
-        # replaced, nor a class's): a third of a check's time was making them again.
+        # Each namespace once, by id: a live `values()` view of it, made once (a module's
+        # dict cannot be replaced, nor a class's), and with `mark`, a live view of its tag.
+        self.places: dict[int, int] = {}
         self.views: list[Any] = []
-        self.distinct_ids: set[int] = set()
+        self.mark = mark
+        self.tags: list[Any] = []
+        self.held: list[Any] = []  # the dicts the tags are read from: their addresses stay
+        # The fast path, as at the last comparison (None: compare entry by entry next time):
+        # every namespace's tag, or without them every value of every namespace, in order.
+        self.tagged: bytes | None = None
         self.sizes: list[int] = []
         self.values: list[Any] | None = None
 
@@ -131,28 +241,39 @@ class _Group:
         self.expected.append(value)
         self.original.append(value)
         self.labels.append(label)
-        self._add_space(space)
-        self.values = None
+        self.entries_of[self._add_space(space)].append(len(self.keys) - 1)
+        self.values = self.tagged = None
 
-    def _add_space(self, space: Any) -> None:
-        if id(space) not in self.distinct_ids:
-            self.distinct_ids.add(id(space))
+    def _add_space(self, space: Any) -> int:
+        place = self.places.get(id(space))
+        if place is None:
+            place = self.places[id(space)] = len(self.views)
             self.views.append(_VALUES(space))
+            self.entries_of.append([])
+            if self.mark is not None:
+                tag, real = self.mark(space)
+                self.tags.append(tag)
+                self.held.append(real)
+        return place
 
     def add_class(self, space: Any, name: str) -> None:
-        self._add_space(space)  # a class of data only: its length counts
-        self.values = None
+        self.class_at[self._add_space(space)] = len(self.classes)  # one of data only: its length
+        self.values = self.tagged = None
         self.classes.append(space)
         self.names.append(name)
         self.known.append({k for k in space if type(k) is str})
         self.lengths.append(len(space))
 
+    def read(self) -> bytes:
+        """Every namespace's tag as it is now, in one C call."""
+        return _JOIN(self.tags)
+
     def unchanged(self) -> bool:
-        """Whether every namespace holds the very objects it held at the last comparison,
-        in the same order: one pass in C over the namespaces' own entry tables (an exact
-        dict, or a class's mapping proxy over one), identity only, so no object's code runs.
-        Cheaper than a lookup per entry, whose cache misses are most of a check after a test
-        has run; any difference at all, data included, sends the group down the slow path."""
+        """Whether every namespace is as it was at the last comparison: with tags, no tag
+        moved; else each holds the very objects it held, in the same order (one pass in C
+        over the namespaces' own entry tables, identity only, so no object's code runs)."""
+        if self.mark is not None:
+            return self.tagged is not None and self.read() == self.tagged
         if self.values is None:
             return False
         try:
@@ -162,43 +283,60 @@ class _Group:
         except Exception:  # a namespace changed size while it was read
             return False
 
-    def remember(self) -> None:
+    def changed(self) -> list[tuple[str, Any]]:
+        """(label, object now) of each entry that is not what it was, and of behaviour added
+        to a class; remembered, so that one change is named once."""
+        if self.mark is not None:
+            return self._changed_tagged()
+        if self.unchanged():
+            return []
+        found = self.compared(None)
         try:
             self.values = list(chain.from_iterable(self.views))
             self.sizes = list(map(len, self.views))
         except Exception:
             self.values = None
+        return found
 
-    def changed(self) -> list[tuple[str, Any]]:
-        """(label, object now) of each entry that is not what it was, and of behaviour added
-        to a class; remembered, so that one change is named once."""
-        if self.unchanged():
+    def _changed_tagged(self) -> list[tuple[str, Any]]:
+        # The tags are read before the entries: a change made while they are compared moves
+        # its tag again after this read, so the next check looks at that namespace again.
+        now = self.read()
+        before = self.tagged
+        if now == before:
             return []
-        found = self.compared()
-        self.remember()
+        moved = None if before is None or len(before) != len(now) else _moved(now, before)
+        found = self.compared(moved)  # None: namespaces added since, so everything
+        self.tagged = now
         return found
 
-    def compared(self) -> list[tuple[str, Any]]:
+    def compared(self, moved: set[int] | None) -> list[tuple[str, Any]]:
+        """The changes among the entries of the namespaces `moved` (None: all of them)."""
         found = []
-        try:
-            same = all(map(is_, self.expected, map(getitem, self.spaces, self.keys)))
-        except Exception:  # a key deleted: looked at one by one below
-            same = False
-        if not same:
-            for at in range(len(self.keys)):
-                now = self.spaces[at].get(self.keys[at], _MISSING)
-                if now is not self.expected[at]:
-                    # Put back as it was first seen: the change was named when it was made.
-                    if now is not self.original[at]:
-                        found.append((self.labels[at], None if now is _MISSING else now))
-                    self.expected[at] = now
-        if list(map(len, self.classes)) != self.lengths:
-            found += self.added()
-        return found
+        if moved is None:
+            try:
+                same = all(map(is_, self.expected, map(getitem, self.spaces, self.keys)))
+            except Exception:  # a key deleted: looked at one by one below
+                same = False
+            entries: Any = range(0 if same else len(self.keys))
+            classes: Any = range(len(self.classes))
+        else:
+            entries = [at for place in sorted(moved) for at in self.entries_of[place]]
+            classes = [self.class_at[p] for p in sorted(moved) if p in self.class_at]
+        for at in entries:
+            now = self.spaces[at].get(self.keys[at], _MISSING)
+            if now is not self.expected[at]:
+                # Put back as it was first seen: the change was named when it was made.
+                if now is not self.original[at]:
+                    found.append((self.labels[at], None if now is _MISSING else now))
+                self.expected[at] = now
+        return found + self.added(classes)
 
-    def added(self) -> list[tuple[str, Any]]:
+    def added(self, classes: Any) -> list[tuple[str, Any]]:
+        """Behaviour added to the classes at places `classes` since they were last looked at."""
         found = []
-        for at, space in enumerate(self.classes):
+        for at in classes:
+            space = self.classes[at]
             if len(space) == self.lengths[at]:
                 continue
             self.lengths[at] = len(space)
@@ -217,9 +355,13 @@ def make_runner_watch(modules: dict[str, Any], module_type: type) -> Any:
     class_dict = type.__dict__["__dict__"].__get__
     class_qualname = type.__dict__["__qualname__"].__get__
     function_type = type(make_runner_watch)
-    core = _Group()
-    unit = _Group()
-    rest = [_Group() for _ in range(SLICES)]
+    mark = make_version_marks()
+    if mark is not None:  # every namespace at every check: one group
+        core = unit = _Group(mark)
+        rest = [core]
+    else:
+        core, unit = _Group(), _Group()
+        rest = [_Group() for _ in range(SLICES)]
     plain_item: list[Any] = [None]  # _pytest.python.Function, as it was when first seen
     seen_modules: set[str] = set()
     seen_classes: set[int] = set()
@@ -233,7 +375,7 @@ def make_runner_watch(modules: dict[str, Any], module_type: type) -> Any:
             module_name.startswith("patchheal_") and module_name not in OFF_PATH_COLLECTORS
         ):
             return core
-        return rest[len(seen_modules) % SLICES]
+        return rest[len(seen_modules) % len(rest)]
 
     def add_class(cls: Any, key: str, into: _Group) -> None:
         space = class_dict(cls)
@@ -290,6 +432,8 @@ def make_runner_watch(modules: dict[str, Any], module_type: type) -> Any:
         scan()
         counts[1] += 1
         found = core.changed()
+        if mark is not None:
+            return found  # every namespace, tagged
         # An exact type check: a class of the step's (a subclass) could run unittest code.
         plain = item is not None and plain_item[0] is not None and type(item) is plain_item[0]
         if full or not plain:

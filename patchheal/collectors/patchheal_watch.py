@@ -277,9 +277,11 @@ def make_hook(
     stdlib: str,
     runner_watch: Any = None,
     planner: Any = None,
+    is_runner_module: Any = None,
 ) -> Any:
     """The audit hook, closed over the token (patchheal_monitor's docstring); `runner_watch`
-    names the runner objects that changed (patchheal_runnerwatch.make_runner_watch);
+    names the runner objects that changed (patchheal_runnerwatch.make_runner_watch), and
+    `is_runner_module` tells a runner module's name (the same module's);
     `planner` makes the twin's plan from the files the twin's collector hands over
     (make_twin_planner), kept here alone."""
     import sys
@@ -292,8 +294,10 @@ def make_hook(
     function_type = type(make_hook)
     code_type = type(make_hook.__code__)
     class_dict = type.__dict__["__dict__"].__get__
+    class_qualname = type.__dict__["__qualname__"].__get__
     values_of = methodcaller("values")
     module_type = type(sys)
+    module_dict = vars(module_type)["__dict__"].__get__  # C's member getter
     kinds: dict[str, tuple[str, str]] = {}
     busy: set[int] = set()
     seen: set[tuple[str, str, int, str]] = set()
@@ -337,13 +341,18 @@ def make_hook(
     # An object's address as `object.__hash__` gives it: unique among live objects, like
     # `id()`, which raises an audit event of its own (one more call of this hook per frame).
     address_of = object.__hash__
-    # (code run, code that ran it) of each `exec` that told nothing: the same code object
-    # run again by the same library or stdlib code tells nothing again. pytest evaluates one
-    # compiled mark expression per test it collects (33,016 times in click's suite, a
-    # quarter of the hook's time there). Both code objects are held, so that neither
-    # address is ever another code's.
-    quiet_execs: set[tuple[int, int]] = set()
-    quiet_exec_targets: set[int] = set()  # the first of each pair: most execs need no frame
+    # (code run, globals and instruction of the call that ran it) of each `exec` that told
+    # nothing: the same code object run again from the same call site of the same library
+    # or stdlib module tells nothing again. pytest evaluates one compiled mark expression
+    # per test it collects (33,016 times in click's suite, a quarter of the hook's time
+    # there). The call site is the caller's `f_globals` and `f_lasti`, which CPython does
+    # not audit, where its `f_code` is an audit event of its own (one more call of this hook
+    # per `exec`). Code runs with a library module's globals only if it was written in that
+    # module or made with them by `exec`/`compile`/`function.__new__`, each an event seen
+    # here when the step's code does it. The code objects and globals are held, so that no
+    # address is ever another object's.
+    quiet_execs: set[tuple[int, int, int]] = set()
+    quiet_exec_targets: set[int] = set()  # the first of each key: most execs need no frame
     quiet_exec_codes: list[Any] = []
 
     def kind(filename: str) -> tuple[str, str]:
@@ -719,10 +728,11 @@ def make_hook(
             # Nothing below notes it, whatever the line: told nothing now and every time.
             # (Capped: a library that runs fresh code each time, a template engine's, would
             # only fill it.)
-            if len(quiet_exec_codes) < MAX_QUIET_EXECS:
-                quiet_execs.add((address_of(args[0]), address_of(ran_by)))
+            space = caller.f_globals
+            if len(quiet_exec_codes) < MAX_QUIET_EXECS and type(space) is dict:
+                quiet_execs.add((address_of(args[0]), address_of(space), caller.f_lasti))
                 quiet_exec_targets.add(address_of(args[0]))
-                quiet_exec_codes.append((args[0], ran_by))
+                quiet_exec_codes.append((args[0], space))
             return
         # The import system loading a collector from its own (read-only) file is no forgery:
         # Airflow's collector is imported lazily, from a frame with no file above it.
@@ -812,6 +822,11 @@ def make_hook(
 
     def setattr_event(args: tuple[Any, ...], caller: Any) -> None:
         obj, name = args[0], args[1]
+        if name == "__class__" and type(name) is str:
+            swapped = runner_object(obj)
+            if swapped:
+                note("runner object changed", performer(caller), f"{swapped}.__class__", "runner")
+            return
         if type(obj) is not function_type or type(name) is not str:
             return
         if name not in ("__code__", "__defaults__", "__kwdefaults__"):
@@ -825,6 +840,29 @@ def make_hook(
             raise PermissionError(_EACCES, "patchheal: a test function's body replaced")
         if who[0] in ("project", "other", "none"):
             note(what, who, shown)
+
+    def runner_object(obj: Any) -> str:
+        """What `obj` is, when it is one of the test runner's modules, classes or objects (an
+        instance of a runner class: a pytest item, a report), else ''. Assigning its
+        `__class__` (audited, unlike any other attribute) gives it another class's
+        behaviour, which no snapshot of the runner's namespaces shows: a module whose
+        attributes answer otherwise (`unittest.SkipTest`), a class with another metaclass,
+        an item with another `ihook`. C getters and exact dicts only."""
+        if is_runner_module is None:
+            return ""
+        kind_of = type(obj)
+        if issubclass(kind_of, module_type):  # not isinstance: it reads `__class__`
+            space = module_dict(obj)
+            name = dict.get(space, "__name__") if type(space) is dict else None
+            runner = type(name) is str and is_runner_module(name) and name != "builtins"
+            return f"module {name}" if runner else ""
+        cls = obj if issubclass(kind_of, type) else kind_of
+        owner = class_dict(cls).get("__module__")
+        if type(owner) is not str or owner == "builtins" or not is_runner_module(owner):
+            return ""
+        qualname = class_qualname(cls)
+        shown = f"{owner}.{qualname if type(qualname) is str else '?'}"
+        return shown if cls is obj else f"a {shown} object"
 
     def guarded_path(path: Any, dir_fd: Any, itself: bool) -> bool:
         """Whether `path` (relative to `dir_fd`) is in a directory the step must not write
@@ -999,6 +1037,8 @@ def make_hook(
             return
         if event not in WATCHED:
             return
+        if event == "exec" and quiet_exec(args[0]):
+            return
         if event == "object.__getattr__":
             attr = args[1]
             if type(attr) is not str:
@@ -1017,8 +1057,6 @@ def make_hook(
             # What raised the event: the hook's own caller (None from C).
             finder = raisers.get(ident) or new_raiser(ident)
             caller = next(finder).f_back
-            if event == "exec" and quiet_exec(args[0], caller):
-                return
             handle(event, args, caller)
         except PermissionError:
             raise
@@ -1027,15 +1065,22 @@ def make_hook(
         finally:
             busy.discard(ident)
 
-    def quiet_exec(code: Any, caller: Any) -> bool:
-        """An `exec` of a code object that the same library or stdlib code ran before, when it
-        told nothing (code_event): checked here, before `handle`, as the commonest event of a
-        pytest run (the mark expression, once per test collected)."""
+    def quiet_exec(code: Any) -> bool:
+        """An `exec` of a code object that the same call site of library or stdlib code ran
+        before, when it told nothing (code_event): checked first, as the commonest event of
+        a pytest run (the mark expression, once per test collected), with no event of its
+        own, so before the hook marks itself busy."""
         if type(code) is not code_type or address_of(code) not in quiet_exec_targets:
             return False
-        if caller is None:
+        finder = raisers.get(get_ident())
+        if finder is None:
             return False
-        return (address_of(code), address_of(caller.f_code)) in quiet_execs
+        try:
+            caller = next(finder).f_back.f_back  # the finder's caller is this, the hook's
+            space, at = caller.f_globals, caller.f_lasti
+        except Exception:  # no Python frame raised it: looked at in full
+            return False
+        return (address_of(code), address_of(space), at) in quiet_execs
 
     def new_raiser(ident: int) -> Any:
         """This thread's frame finder (frame_finder), made the first time it raises an event."""
