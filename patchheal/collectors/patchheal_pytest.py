@@ -88,8 +88,8 @@ def _stream(what: str, test_id: str, outcome: str = "") -> None:
 # The four events of every test (its item, its body done, its outcome, its end) are raised
 # straight from the hook function pluggy calls, under the guard's rule written out (a failure
 # disables the collector, never the test): the monitor names who reported a test by walking
-# past the collectors' frames, and each frame costs it an audited `f_code` read, about
-# 4,000 instructions; a layer of `_guard.run` and `_stream` was 60,000 a test in click's suite.
+# past the collectors' frames, and each frame costs it an audited `f_code` read (one more
+# call of its hook), on top of the call itself.
 
 
 def pytest_configure(config: Any) -> None:
@@ -117,9 +117,9 @@ def pytest_runtest_protocol(item: Any, nextitem: Any) -> Any:
     # Inside pytest's own wrapper (tryfirst), which has just armed the assertion-pass
     # callback for this test; it disarms it after the test, whatever happens here.
     _guard.run(_explain_passes_only_where_wanted, item)
-    # The test's start, with its item: the monitor checks unittest's objects for this test
-    # only if the item is not a plain pytest function (patchheal_runnerwatch.py). Nothing
-    # of the test runs between here and pytest's `logstart`.
+    # The test's start, with its item: without dict version tags, the monitor checks
+    # unittest's objects for this test only if the item is not a plain pytest function
+    # (patchheal_runnerwatch.py). Nothing of the test runs between here and `logstart`.
     if not _guard.error:
         try:
             sys.audit(TEST_EVENT, "item", item.nodeid, item)

@@ -109,8 +109,8 @@ _JOIN = b"".join
 def _moved(now: bytes, before: bytes) -> set[int]:
     """The places of the tags that differ between `now` and `before` (as long as each other),
     by halving the span that differs: a few C comparisons for the one namespace that moves at
-    every test (pytest sets `_pytest.assertion.util`'s globals for each), where a look at
-    every place was 80 µs a check."""
+    every test (pytest sets `_pytest.assertion.util`'s globals for each), where a Python loop
+    over every place (some 530 in click's suite) took longer than the read itself."""
     places: set[int] = set()
     spans = [(0, len(now) // _TAG_SIZE)]
     while spans:

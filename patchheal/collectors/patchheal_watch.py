@@ -822,7 +822,8 @@ def make_hook(
 
     def setattr_event(args: tuple[Any, ...], caller: Any) -> None:
         obj, name = args[0], args[1]
-        if name == "__class__" and type(name) is str:
+        if type(name) is str and name == "__class__":  # the type first: `==` of a str subclass
+            # would run the step's code here
             swapped = runner_object(obj)
             if swapped:
                 note("runner object changed", performer(caller), f"{swapped}.__class__", "runner")
