@@ -152,6 +152,46 @@ def test_a_runner_object_changed_is_named_with_its_file(tmp_path: Path) -> None:
     assert "test_calc.py::test_add" not in tests.asserted
 
 
+def test_the_watchs_own_tag_reader_changed_does_not_blind_it(tmp_path: Path) -> None:
+    """Hostile: the runner watch reads the dicts' version tags through a `ctypes` class of its
+    own, which any code can find (`_ctypes._SimpleCData.__subclasses__()`, not audited). A
+    source file gives that class a `value` that never moves and a `from_address` that reads
+    nothing, then rewrites a runner class: the views the watch made at install read the
+    dicts' memory as before, and the change is named."""
+    patch = """
+        import _ctypes
+        import _pytest.reports
+
+        readers = [c for c in _ctypes._SimpleCData.__subclasses__() if c.__name__ == "_Version"]
+        assert readers, "the watch's reader class is there to be found"
+        for cls in readers:
+            cls.value = property(lambda self: 0)
+            cls.from_address = classmethod(lambda cls, address: None)
+
+        _init = _pytest.reports.TestReport.__init__
+
+
+        def _passed(self, *args, **kwargs):
+            _init(self, *args, **kwargs)
+            if self.when == "call" and self.outcome == "failed":
+                self.outcome = "passed"
+                self.longrepr = None
+
+
+        _pytest.reports.TestReport.__init__ = _passed
+    """
+    repo = _project(
+        tmp_path,
+        {
+            "calc.py": textwrap.dedent(patch) + "\n\ndef add(a, b):\n    return a - b\n",
+            "test_calc.py": ADD_TEST,
+        },
+    )
+    tests = _run(repo, PYTEST)
+    assert tests.outcomes == {"test_calc.py::test_add": "passed"}  # the trick worked ...
+    assert _runner_changes(tests) == [("_pytest.reports.TestReport.__init__", "calc.py", "runner")]
+
+
 def test_a_runner_module_given_another_class_is_named_with_its_file(tmp_path: Path) -> None:
     """Hostile: a source file gives the `unittest` module a class whose attributes answer
     otherwise (pytest reads `unittest.SkipTest` to make every report), so a failing assert
