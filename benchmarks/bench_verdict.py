@@ -21,7 +21,8 @@ projects' clean suites (bench_clean_suites.py), the collector
 compatibility matrix (tests/test_collector_matrix.py, every pytest × Python
 this machine has), what issue 33's lines cost a verified candidate against the
 commit before them (bench_lines_cost.py), the twins' cost (--twin-cost) and the
-tripwire's battery and slowdown (bench_tripwire.py). The real-project parts need the mirrors (see
+tripwire's battery and slowdown (bench_tripwire.py) and the monitor's cost in instructions
+(bench_tripwire.py --instructions). The real-project parts need the mirrors (see
 bench_context.py) and Docker; it takes hours on a 2-core machine.
 
 The impossible twins (loop/twins.py) are switched off in this process only, for a
@@ -170,6 +171,12 @@ _FULL: tuple[tuple[str, list[str]], ...] = (
     ),
     ("cost of the twins (issue 24's line)", ["benchmarks/bench_verdict.py", "--twin-cost", "5"]),
     ("tripwire battery and slowdown", ["benchmarks/bench_tripwire.py", "--runs", "5"]),
+    (
+        # Counted, not timed: the same count for the same run on any load (a timed round of
+        # the same suite drifts by a quarter within minutes on this machine).
+        "the monitor's cost on a clean suite, in instructions",
+        ["benchmarks/bench_tripwire.py", "--instructions", "tests", "--kind", "regression step"],
+    ),
     ("hostile candidates per family, runner and form", ["benchmarks/bench_hostile.py"]),
     (
         "false alarms on real upstream fixes",
