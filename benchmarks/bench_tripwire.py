@@ -194,6 +194,8 @@ def slowdown(runs: int, suite: Suite = CLICK, against: str = "") -> list[str]:
         # `--against REV`: the collectors of another revision, armed as a regression step in
         # the same rounds, so that a change's own effect is a ratio taken side by side.
         baseline = _collectors_at(against, Path(tmp) / "against") if against else None
+        if baseline is not None:
+            precompiled(baseline)  # as a harness does for the collectors it mounts
         before = f"regression step, collectors of {against}"
         order: list[str | None] = [None, PLAIN, *KINDS, *([before] if baseline else [])]
         timed: dict[str | None, list[tuple[float, float]]] = {k: [] for k in order}
@@ -293,6 +295,11 @@ def instructions(
         shutil.copytree(COLLECTORS, stub, ignore=shutil.ignore_patterns("__pycache__"))
         (stub / "patchheal_monitor.py").write_text(_STUB)
         baseline = _collectors_at(against, Path(tmp) / "against") if against else None
+        if baseline is not None:
+            # The monitor's own bytecode, as a harness writes it for the collectors it mounts
+            # (a revision from before it was read ignores it): else the baseline's count has
+            # each process compile the monitor, some 90 million instructions more.
+            precompiled(baseline)
         _suite_seconds(suite, project, COLLECTORS)  # .pyc files written: no run compiles
         if baseline is not None:
             _suite_seconds(suite, project, baseline)
