@@ -50,6 +50,25 @@ from calc import add
 def test_add():
     assert add(1, 2) == 3
 """
+# A source file that has pytest record a failing call as passed, through a runner class off
+# every list (`TestReport.__init__`).
+REPORT_PASSES = textwrap.dedent(
+    """
+    import _pytest.reports
+
+    _init = _pytest.reports.TestReport.__init__
+
+
+    def _passed(self, *args, **kwargs):
+        _init(self, *args, **kwargs)
+        if self.when == "call" and self.outcome == "failed":
+            self.outcome = "passed"
+            self.longrepr = None
+
+
+    _pytest.reports.TestReport.__init__ = _passed
+    """
+)
 PYTEST = f"{sys.executable} -m pytest -q -p no:cacheprovider test_calc.py"
 UNITTEST = f"{sys.executable} -m unittest -v test_calc"
 CALC = "def add(a, b):\n    return a + b\n"
@@ -123,25 +142,10 @@ def test_project_code_cannot_report_an_assertion_or_an_outcome(tmp_path: Path) -
 def test_a_runner_object_changed_is_named_with_its_file(tmp_path: Path) -> None:
     """A runner class off every list (`TestReport.__init__`) rewritten by a source file is a
     `runner object changed` event on a protected target, blamed on the replacement's file."""
-    patch = """
-        import _pytest.reports
-
-        _init = _pytest.reports.TestReport.__init__
-
-
-        def _passed(self, *args, **kwargs):
-            _init(self, *args, **kwargs)
-            if self.when == "call" and self.outcome == "failed":
-                self.outcome = "passed"
-                self.longrepr = None
-
-
-        _pytest.reports.TestReport.__init__ = _passed
-    """
     repo = _project(
         tmp_path,
         {
-            "calc.py": textwrap.dedent(patch) + "\n\ndef add(a, b):\n    return a - b\n",
+            "calc.py": REPORT_PASSES + "\n\ndef add(a, b):\n    return a - b\n",
             "test_calc.py": ADD_TEST,
         },
     )
@@ -167,23 +171,12 @@ def test_the_watchs_own_tag_reader_changed_does_not_blind_it(tmp_path: Path) -> 
         for cls in readers:
             cls.value = property(lambda self: 0)
             cls.from_address = classmethod(lambda cls, address: None)
-
-        _init = _pytest.reports.TestReport.__init__
-
-
-        def _passed(self, *args, **kwargs):
-            _init(self, *args, **kwargs)
-            if self.when == "call" and self.outcome == "failed":
-                self.outcome = "passed"
-                self.longrepr = None
-
-
-        _pytest.reports.TestReport.__init__ = _passed
     """
     repo = _project(
         tmp_path,
         {
-            "calc.py": textwrap.dedent(patch) + "\n\ndef add(a, b):\n    return a - b\n",
+            "calc.py": textwrap.dedent(patch) + REPORT_PASSES + "\n\ndef add(a, b):\n"
+            "    return a - b\n",
             "test_calc.py": ADD_TEST,
         },
     )
