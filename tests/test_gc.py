@@ -175,6 +175,35 @@ def test_gc_images_prunes_cached_dependency_images(engine: Any, python_image: st
     assert engine.images.get(python_image)  # the base image is never pruned
 
 
+def test_gc_spares_a_dependency_image_a_run_began_to_use_after_the_listing(
+    engine: Any, python_image: str
+) -> None:
+    """Invariant: gc lists a dependency image as unused, then a run pins it (a container made
+    from it, as imagepin.py makes the moment a run has its image): the removal that follows
+    leaves the image and its tag, where a forced one untagged it under the live run."""
+    from patchheal.harness.engine import orphans
+
+    tag = f"{os.getpid()}race"
+    ref = f"patchheal-deps/gc-race:{tag}"
+    dockerfile = f"FROM {python_image}\nLABEL patchheal.test={tag}\n".encode()
+    engine.images.build(fileobj=io.BytesIO(dockerfile), tag=ref, pull=False, rm=True)
+    pin = None
+    try:
+        listed = [o for o in orphans.dependency_images(engine) if o.name == ref]
+        assert listed, "unused and unheld: gc's to prune"
+        pin = engine.containers.create(ref, command=["true"])
+        assert orphans.remove(engine, listed[0]) is False
+        assert ref in engine.images.get(ref).tags
+        pin.remove(force=True)
+        pin = None
+        assert orphans.remove(engine, listed[0]) is True  # unused again: removed
+        assert not engine.images.list(name="patchheal-deps/gc-race")
+    finally:
+        if pin is not None:
+            pin.remove(force=True)
+        containers.remove_image(engine, ref)
+
+
 def test_gc_removes_a_workspace_whose_run_died_while_deleting_it(require_docker: None) -> None:
     """Invariant: a run killed in the middle of deleting its workspace leaves nothing that
     gc keeps: the deletion starts by renaming the workspace to a trash name."""

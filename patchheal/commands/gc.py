@@ -60,8 +60,8 @@ def gc(dry_run: bool, db: str, prune_images: bool, as_json: bool) -> None:
         if prune_images:
             found += orphans.dependency_images(client)
         for orphan in found:
-            if not dry_run:
-                orphans.remove(client, orphan)
+            if not dry_run and not orphans.remove(client, orphan):
+                continue  # an image a run began to use since it was listed
             said(orphan.kind, orphan.name, orphan.reason)
     else:
         click.echo("no Docker engine reachable: containers not checked", err=True)

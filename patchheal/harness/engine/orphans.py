@@ -93,8 +93,9 @@ def _any_build_running() -> bool:
     return any(map(hostdirs.locked, lock_dir.glob("*.lock") if lock_dir.is_dir() else []))
 
 
-def remove(client: DockerClient, orphan: Orphan) -> None:
-    """Remove one engine orphan; never raises (gc goes on with the rest)."""
+def remove(client: DockerClient, orphan: Orphan) -> bool:
+    """Remove one engine orphan; never raises (gc goes on with the rest). False for an image
+    that a container began to use since it was listed, which stays."""
     from patchheal.harness.engine.containers import remove_network, remove_volume
 
     if orphan.kind == "container":
@@ -104,8 +105,24 @@ def remove(client: DockerClient, orphan: Orphan) -> None:
     elif orphan.kind == "volume":
         remove_volume(client, orphan.name)
     elif orphan.kind == "image":
-        with contextlib.suppress(Exception):
-            containers.remove_image(client, orphan.name)
+        return _remove_unused_image(client, orphan.name)
+    return True
+
+
+def _remove_unused_image(client: DockerClient, tag: str) -> bool:
+    """Remove `tag` unless a container uses its image: not forced. A run pins the dependency
+    image it steps in the moment it has it (imagepin.py); a pin made after gc listed the
+    image as unused would not stop a forced removal, which untags the image under the live
+    run (CI saw a compose run's results keeper find its image's tag gone)."""
+    import docker.errors
+
+    try:
+        dockerapi.call(client.images.remove, tag, force=False)
+    except docker.errors.ImageNotFound:
+        return True
+    except Exception:  # in use (a conflict), or the engine refused: it stays
+        return False
+    return True
 
 
 # -- workspaces -----------------------------------------------------------------------
