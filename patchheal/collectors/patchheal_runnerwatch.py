@@ -21,14 +21,14 @@ phase raises, at test-module compile time and when a record is signed
 (docs/verdict.md, "Outcomes the step cannot rewrite").
 
 Cost: CPython gives every dict a version tag that any change to it replaces
-(PEP 509's `ma_version_tag`, kept by CPython 3.6 to 3.13), which no code can set
-back without `ctypes`, an audited operation. Where a probe at install shows this
+(PEP 509's `ma_version_tag`; the probe passes on CPython 3.9 to 3.13), which no code
+can set back without `ctypes`, an audited operation. Where a probe at install shows this
 Python keeps one, a check reads the tag of each namespace watched (a module's
 dict, a class's own dict) into one bytes object, in C, and compares it with the
 last check's: some 170 instructions a namespace, where comparing every value
 cost 270 a value (a namespace holds 13 on average). So every namespace is
 checked at every check. Only the namespaces whose tag moved are then compared
-entry by entry. Without the tags (another Python, a debug build), a check
+entry by entry. Without the tags (a Python where the probe fails), a check
 compares, in C and by identity, every value of the group's namespaces with what
 they held at the last check; the modules a test's outcome goes through are
 checked at every test, pytest's, pluggy's and the pytest collector's for every
@@ -170,8 +170,8 @@ def make_version_marks() -> Any:
 
 def _version_marks_work(mark: Any, module_type: type) -> bool:
     """Whether `mark` reads a tag that every kind of change to a module's or a class's dict
-    replaces, and that stays when nothing changes (CPython 3.14 keeps a tag that does not
-    move; another build may keep it elsewhere)."""
+    replaces, and that stays when nothing changes (PEP 699 deprecated the tag in CPython
+    3.12: a later one may stop moving it; another build may keep it elsewhere)."""
     module = module_type("probe")
     module.kept = 1
 
