@@ -274,11 +274,9 @@ class _Group:
         return _JOIN(self.tags)
 
     def unchanged(self) -> bool:
-        """Whether every namespace is as it was at the last comparison: with tags, no tag
-        moved; else each holds the very objects it held, in the same order (one pass in C
-        over the namespaces' own entry tables, identity only, so no object's code runs)."""
-        if self.mark is not None:
-            return self.tagged is not None and self.read() == self.tagged
+        """Without tags: whether every namespace holds the very objects it held at the last
+        comparison, in the same order (one pass in C over the namespaces' own entry tables,
+        identity only, so no object's code runs). With tags, `_changed_tagged` reads them."""
         if self.values is None:
             return False
         try:
