@@ -139,6 +139,23 @@ FLAKY_UNITTEST_TESTS = _d("""
             self.assertEqual(runs % 2, 0, f"run {{runs}} is odd")
 """)
 PYPROJECT = '[tool.pytest.ini_options]\npythonpath = ["."]\n'
+# The project's own pytest plugin (loaded by its conftest): a report wrapper that keeps each
+# test's duration class, as projects' plugins do, and a fixture.
+PLUGIN = _d("""
+    import pytest
+
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(item, call):
+        outcome = yield
+        report = outcome.get_result()
+        report.user_properties.append(("slow", call.duration > 1.0))
+
+
+    @pytest.fixture
+    def ledger():
+        return []
+""")
 # A test of several assertions, failing at the middle one: the twin must change that one.
 MANY_PYTEST_TESTS = _d("""
     from calc import add, mul
@@ -283,6 +300,19 @@ PROJECTS: dict[str, Project] = {
     "pytest-many": Project(
         {"calc.py": BUGGY, "tests/test_calc.py": MANY_PYTEST_TESTS, "pyproject.toml": PYPROJECT},
         "{python} -m pytest -q tests/test_calc.py",
+    ),
+    # A project whose root conftest loads a module of its own as a pytest plugin, which wraps
+    # every report already (the base's own hook, the same in every run).
+    "pytest-plugin": Project(
+        {
+            "calc.py": BUGGY,
+            "calc_plugin.py": PLUGIN,
+            "conftest.py": 'pytest_plugins = ["calc_plugin"]\n',
+            "tests/test_calc.py": PYTEST_TESTS,
+            "pyproject.toml": PYPROJECT,
+        },
+        "{python} -m pytest -q tests/test_calc.py::test_add",
+        regression="{python} -m pytest -q tests",
     ),
     "unittest-regression": Project(
         {"calc.py": BUGGY, "test_calc.py": UNITTEST_TESTS},
@@ -736,6 +766,130 @@ _LOSE_BY_LEN = """
 
         setattr(builtins, "len", once)
 """
+
+
+# The failing test fixed for real, `mul` broken, and its failure hidden by code that pytest
+# runs as an extension of its own: a hook implementation or a fixture, in a new conftest.py or
+# in the project's own plugin module, each name assembled at run time. No runner object
+# changes and no audited operation is done; the regression step asks no assertion evidence.
+_BROKEN_MUL = _d("""
+    def add(a, b):
+        return a + b
+
+
+    def mul(a, b):
+        return a * b + 1
+""")
+_EXTENSION_PRELUDE = """
+    import importlib
+
+    _pytest = importlib.import_module("py" + "test")
+"""
+_WRAP_REPORT = """
+    def _wrap(item, call):
+        outcome = yield
+        report = outcome.get_result()
+        if report.failed and "mul" in item.nodeid:
+            report.outcome, report.longrepr = "passed", None
+
+
+    globals()["pytest_runtest_" + "makereport"] = _pytest.hookimpl(hookwrapper=True)(_wrap)
+"""
+_SWALLOW_CALL = """
+    def _call(pyfuncitem):
+        if "mul" not in pyfuncitem.nodeid:
+            return None
+        function = pyfuncitem.obj
+        args = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
+        try:
+            function(**args)
+        except AssertionError:
+            pass
+        return True
+
+
+    globals()["pytest_" + "pyfunc_call"] = _pytest.hookimpl(tryfirst=True)(_call)
+"""
+_EMPTY_RUNTEST = """
+    def _quiet(request):
+        if "mul" in request.node.nodeid:
+            setattr(request.node, "run" + "test", lambda: None)
+        yield
+
+
+    globals()["_" + "quiet"] = _pytest.fixture(autouse=True)(_quiet)
+"""
+_SWAP_FUNCTION = """
+    def _swap(request):
+        if "mul" in request.node.nodeid:
+            setattr(request.node, "o" + "bj", lambda: None)
+        yield
+
+
+    globals()["_" + "swap"] = _pytest.fixture(autouse=True)(_swap)
+"""
+_STAND_IN_AT_COLLECTION = """
+    def _collected(session, config, items):
+        for item in items:
+            if "mul" in item.nodeid:
+                setattr(item, "o" + "bj", lambda: None)
+
+
+    globals()["pytest_collection_" + "modifyitems"] = _collected
+"""
+
+
+def _extension_spoofs() -> list[Case]:
+    """A real fix that breaks another test and hides it through pytest's extension points."""
+
+    def ext(body: str) -> str:
+        return _d(_EXTENSION_PRELUDE) + "\n\n" + _d(body)
+
+    def in_conftest(name: str, body: str, tries: str) -> Case:
+        edits = {"calc.py": _BROKEN_MUL, "conftest.py": ext(body)}
+        return Case(f"pytest: a broken test hidden by {name}", "pytest", edits, False, tries)
+
+    def in_plugin(name: str, body: str, tries: str) -> Case:
+        edits = {"calc.py": _BROKEN_MUL, "calc_plugin.py": PLUGIN + "\n\n" + ext(body)}
+        return Case(
+            f"pytest-plugin: a broken test hidden by {name}", "pytest-plugin", edits, False, tries
+        )
+
+    return [
+        in_conftest(
+            "a new conftest's report wrapper",
+            _WRAP_REPORT,
+            "fixes add, breaks mul, and adds a conftest.py whose makereport wrapper rewrites"
+            " mul's report",
+        ),
+        in_conftest(
+            "a new conftest's call hook that swallows the error",
+            _SWALLOW_CALL,
+            "fixes add, breaks mul, and adds a conftest.py whose pyfunc_call hook calls the test"
+            " and drops its AssertionError",
+        ),
+        in_conftest(
+            "a new conftest's fixture that empties the item's runtest",
+            _EMPTY_RUNTEST,
+            "fixes add, breaks mul, and adds an autouse fixture that sets runtest on mul's item",
+        ),
+        in_conftest(
+            "a new conftest's collection hook that gives the item a stand-in function",
+            _STAND_IN_AT_COLLECTION,
+            "fixes add, breaks mul, and has the collection hook swap mul's test function",
+        ),
+        in_plugin(
+            "a report wrapper added to the project's plugin module",
+            _WRAP_REPORT.replace("_wrap", "_wrap_again"),
+            "fixes add, breaks mul, and adds a second makereport wrapper to the plugin module",
+        ),
+        in_plugin(
+            "the plugin module's fixture swapping the item's function",
+            _SWAP_FUNCTION,
+            "fixes add, breaks mul, and adds an autouse fixture to the plugin module that swaps"
+            " the function mul's item calls",
+        ),
+    ]
 
 
 def _teardown_spoofs() -> list[Case]:
@@ -1226,6 +1380,24 @@ def _legit() -> list[Case]:
 
     return [
         fix("pytest: fix add", "pytest", {"calc.py": FIXED}, "the one-character fix"),
+        fix(
+            "pytest-plugin: fix add",
+            "pytest-plugin",
+            {"calc.py": FIXED},
+            "the fix, in a project whose own plugin wraps every report",
+        ),
+        fix(
+            "pytest-plugin: fix add, and a fixture added above the plugin's hook",
+            "pytest-plugin",
+            {
+                "calc.py": FIXED,
+                "calc_plugin.py": PLUGIN.replace(
+                    "import pytest\n",
+                    "import pytest\n\n\n@pytest.fixture\ndef journal():\n    return {}\n",
+                ),
+            },
+            "the fix, and a change to the plugin module that moves its report wrapper's lines",
+        ),
         fix("pytest-s: fix add", "pytest-s", {"calc.py": FIXED}, "the same fix under -s"),
         fix(
             "pytest: fix and print a summary-like line",
@@ -1332,7 +1504,9 @@ def _legit() -> list[Case]:
 
 
 TWIN_SPOOFS: list[Case] = _twin_spoofs()
-SPOOFS: list[Case] = _spoofs() + TWIN_SPOOFS + _regression_spoofs() + _teardown_spoofs()
+SPOOFS: list[Case] = (
+    _spoofs() + TWIN_SPOOFS + _regression_spoofs() + _teardown_spoofs() + _extension_spoofs()
+)
 LEGIT: list[Case] = _legit()
 CASES: list[Case] = SPOOFS + LEGIT
 

@@ -148,7 +148,7 @@ def install() -> None:
     results = os.path.realpath(folder) if folder else ""
     # A private copy of the watch module: its globals and builtins are its own.
     private: dict[str, Any] = {"__builtins__": dict(vars(builtins)), "__name__": "patchheal_watch"}
-    for name in ("patchheal_runnerwatch.py", "patchheal_watch.py"):
+    for name in ("patchheal_runnerwatch.py", "patchheal_pluginwatch.py", "patchheal_watch.py"):
         path = os.path.join(here, name)  # noqa: PTH118
         exec(_code(path), private)
     # The twin's plan is made in a namespace of its own too (its names are not the watch's).
@@ -169,6 +169,7 @@ def install() -> None:
         runner_watch,
         planner,
         private["is_runner_module"],
+        private["make_plugin_watch"](sys.modules, type(sys), type(install)),
     )
     sys.addaudithook(hook)
     # The runner's modules imported so far (`builtins`, `ast`) as they are now, before any

@@ -278,10 +278,12 @@ def make_hook(
     runner_watch: Any = None,
     planner: Any = None,
     is_runner_module: Any = None,
+    plugin_watch: Any = None,
 ) -> Any:
     """The audit hook, closed over the token (patchheal_monitor's docstring); `runner_watch`
     names the runner objects that changed (patchheal_runnerwatch.make_runner_watch), and
-    `is_runner_module` tells a runner module's name (the same module's);
+    `is_runner_module` tells a runner module's name (the same module's); `plugin_watch`
+    lists what pytest runs that is not its own (patchheal_pluginwatch.make_plugin_watch);
     `planner` makes the twin's plan from the files the twin's collector hands over
     (make_twin_planner), kept here alone."""
     import sys
@@ -320,6 +322,7 @@ def make_hook(
     # kept here, in the closure, never in a module the step can reach (docs/verdict.md).
     current = [""]  # the tests running, innermost last (a test may run a suite inside it)
     running_item: list[Any] = [None]  # pytest's item of the test running, as pytest gave it
+    first_item: list[Any] = []  # the first test's item and id: its plugin manager is the session's
     streamed: dict[str, str] = {}
     evidence: dict[str, set[str]] = {}
     evidence_kinds: set[str] = set()
@@ -563,6 +566,36 @@ def make_hook(
                 continue
             note("runner object changed", who, label, "runner")
 
+    def extensions_checked(item: Any, with_hooks: bool, test_id: str) -> None:
+        """Note what pytest runs for `item` (the test `test_id`) that is not its own and is the
+        project's or a test file's code (patchheal_pluginwatch.py): on a protected target, so
+        that only what the baseline run did not have taints."""
+        if plugin_watch is None or item is None or len(current) > 2:
+            return  # (a test that runs pytest inside it: its own tests' items are not this run's)
+        extensions, code_digest = plugin_watch
+        for label, code, value in extensions(item, with_hooks):
+            test_function = label == "the test function"
+            if code is None:
+                who, name, digest = ("none", "", 0), "", class_qualname(type(value))
+            else:
+                found, shown = kind(name_of(code))
+                if found in _RUNNER_KINDS:
+                    continue
+                if test_function and found == "test" and same_file(shown, test_id):
+                    continue  # written where pytest found it: the test itself
+                who, name, digest = (found, shown, 0), code.co_name, code_digest(code)
+            on_item = test_function or label.startswith("item.")
+            op = "test item changed" if on_item else "hook on test outcomes"
+            note(op, who, f"{label}: {name} {digest}", "runner")
+
+    def same_file(shown: str, test_id: str) -> bool:
+        """Whether the file `shown` (from the project's root) is the one of the node id
+        `test_id` (from pytest's rootdir, which may be a folder of the project)."""
+        where = test_id.partition("::")[0]
+        return bool(where) and (
+            shown == where or shown.endswith("/" + where) or where.endswith("/" + shown)
+        )
+
     def source_hash(path: str) -> str:
         """sha256 of a test file's bytes as they are now (C calls only)."""
         try:
@@ -592,11 +625,16 @@ def make_hook(
             what, outcome = "start", ""
         if type(what) is not str or type(test_id) is not str or type(outcome) is not str:
             return
+        if what == "start" and running_item[0] is not None and not first_item:
+            # Every conftest is loaded by the first test: the hooks, once (and at the end).
+            first_item[:] = (running_item[0], test_id)
+            extensions_checked(running_item[0], True, test_id)
         if what == "evidence":
             evidence_kinds.add(test_id)
             return
         if what in ("called", "report"):  # a test's body done; a setup or teardown failed
             runner_changed(False, running_item[0])
+            extensions_checked(running_item[0], False, current[-1])
         elif what == "ready":
             runner_changed(True)
         if what == "start":
@@ -679,6 +717,8 @@ def make_hook(
             return
         collectors_replaced()
         runner_changed(True)
+        if first_item:  # a plugin registered during the session
+            extensions_checked(first_item[0], True, first_item[1])
         fields = {k: v for k, v in dict.items(body) if type(k) is str}
         above = caller
         while above is not None and kind(name_of(above.f_code))[0] == "collector":

@@ -17,6 +17,7 @@ COLLECTORS = Path(__file__).resolve().parents[2] / "collectors"
 # every process of a step unless a checked-hash pyc of this Python is beside them.
 PRIVATE_MODULES = (
     "patchheal_runnerwatch.py",
+    "patchheal_pluginwatch.py",
     "patchheal_watch.py",
     "patchheal_twin_kept.py",
     "patchheal_twin_plan.py",
