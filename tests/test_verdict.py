@@ -377,3 +377,17 @@ def test_by_id_regression_steps_that_lose_a_passing_test_got_worse() -> None:
     assert worse(before, Verdict(passed=False, reason="", tests=None))[0]
     now_green = Verdict(passed=True, reason="", tests=by_id(t__a="passed", t__b="passed"))
     assert not worse(before, now_green)[0]
+
+
+def test_by_id_a_regression_step_whose_test_now_calls_code_of_another_file_got_worse() -> None:
+    """A test that passed at base and passes now, but whose function is now another file's
+    (a stand-in swapped in by a fixture or at collection): no passing test of its own."""
+    base = by_id(t__a="passed", t__b="passed").model_copy(
+        update={"defined_in": {"t::a": "t.py", "t::b": "t.py"}}
+    )
+    now = base.model_copy(update={"defined_in": {"t::a": "t.py", "t::b": "conftest.py"}})
+    before = Verdict(passed=True, reason="", tests=base)
+    got_worse, why = worse(before, Verdict(passed=True, reason="", tests=now))
+    assert got_worse
+    assert "replaced by code from other files: t::b (now in conftest.py, was in t.py)" in why
+    assert not worse(before, Verdict(passed=True, reason="", tests=base))[0]

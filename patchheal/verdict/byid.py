@@ -68,11 +68,7 @@ def why_not_passing(results: TestResults | None, baseline: TestResults | None) -
         if unseen:
             got = [f"{t} ({results.outcomes.get(t, 'not run')})" for t in unseen]
             return f"the originally failing tests were not observed passing: {_listed(got)}"
-        moved = [
-            f"{t} (now in {where}, was in {baseline.defined_in[t]})"
-            for t, where in sorted(results.defined_in.items())
-            if t in baseline.defined_in and baseline.defined_in[t] != where
-        ]
+        moved = _moved(results, baseline)
         if moved:
             return f"test functions were replaced by code from other files: {_listed(moved)}"
         if results.ran < baseline.ran:
@@ -101,6 +97,19 @@ def got_worse(before: TestResults | None, after: TestResults | None) -> list[str
     ]
     if lost:
         why.append(f"passed before, not now: {_listed(lost, 5)}")
+    moved = _moved(after, before)
+    if moved:
+        why.append(f"test functions replaced by code from other files: {_listed(moved, 5)}")
     if after.ran < before.ran:
         why.append(f"fewer tests ran by id ({after.ran} < {before.ran})")
     return why
+
+
+def _moved(results: TestResults, baseline: TestResults) -> list[str]:
+    """Tests whose function is now defined in another file than in the baseline run: a
+    stand-in the item calls instead of the test (collected, or swapped in by a fixture)."""
+    return [
+        f"{t} (now in {where}, was in {baseline.defined_in[t]})"
+        for t, where in sorted(results.defined_in.items())
+        if t in baseline.defined_in and baseline.defined_in[t] != where
+    ]
