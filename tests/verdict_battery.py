@@ -828,6 +828,34 @@ _SWAP_FUNCTION = """
 
     globals()["_" + "swap"] = _pytest.fixture(autouse=True)(_swap)
 """
+_REGISTERED_FOR_ONE_TEST = """
+    class _Hider:
+        pass
+
+
+    def _wrap(self, item, call):
+        outcome = yield
+        report = outcome.get_result()
+        if report.failed:
+            report.outcome, report.longrepr = "passed", None
+
+
+    setattr(_Hider, "pytest_runtest_" + "makereport", _pytest.hookimpl(hookwrapper=True)(_wrap))
+
+
+    def _hide_for_mul(request):
+        if "mul" not in request.node.nodeid:
+            yield
+            return
+        manager = request.config.pluginmanager
+        hider = _Hider()
+        manager.register(hider)
+        yield
+        manager.unregister(hider)
+
+
+    globals()["_hide_" + "for_mul"] = _pytest.fixture(autouse=True)(_hide_for_mul)
+"""
 _STAND_IN_AT_COLLECTION = """
     def _collected(session, config, items):
         for item in items:
@@ -872,6 +900,12 @@ def _extension_spoofs() -> list[Case]:
             "a new conftest's fixture that empties the item's runtest",
             _EMPTY_RUNTEST,
             "fixes add, breaks mul, and adds an autouse fixture that sets runtest on mul's item",
+        ),
+        in_conftest(
+            "a plugin a new conftest's fixture registers for one test only",
+            _REGISTERED_FOR_ONE_TEST,
+            "fixes add, breaks mul, and has an autouse fixture register a report-rewriting"
+            " plugin for mul's test and unregister it in its teardown",
         ),
         in_conftest(
             "a new conftest's collection hook that gives the item a stand-in function",

@@ -48,6 +48,19 @@ _RELAYS = frozenset({"HookRelay", "_HookRelay"})
 _CALLERS = frozenset({"HookCaller", "_HookCaller"})
 _IMPLS = frozenset({"HookImpl"})
 _MANAGERS = frozenset({"PytestPluginManager"})
+# The hooks every test's outcome goes through again, looked at when each test's body is done:
+# a plugin registered during the session (by a fixture, through `request.config`) and gone
+# before its end is in them while it rewrites a report.
+PER_TEST_HOOKS = (
+    "pytest_runtest_protocol",
+    "pytest_runtest_setup",
+    "pytest_runtest_call",
+    "pytest_pyfunc_call",
+    "pytest_runtest_teardown",
+    "pytest_runtest_makereport",
+    "pytest_runtest_logreport",
+    "pytest_report_teststatus",
+)
 
 
 def on_outcome_path(hook: str) -> bool:
@@ -57,9 +70,10 @@ def on_outcome_path(hook: str) -> bool:
 def make_plugin_watch(modules: dict[str, Any], module_type: type, function_type: type) -> Any:
     """`(extensions, code_digest)`. `extensions(item, with_hooks) -> [(label, code, value)]`:
     what a plain test item holds on itself in place of its class's methods, and the test
-    function it will call; `with_hooks`, also the outcome-path hook implementations of the
-    plugin manager behind pytest's `item` and the entries of its hook relay that are not
-    pluggy's hook callers. `code` is what each runs as (None: no Python code of its own)."""
+    function it will call; with `with_hooks`, or when the per-test hooks hold anything else
+    than when last listed, also the outcome-path hook implementations of the plugin manager
+    behind pytest's `item` and the entries of its hook relay that are not pluggy's hook
+    callers. `code` is what each runs as (None: no Python code of its own)."""
     module_dict = vars(module_type)["__dict__"].__get__
     class_dict = type.__dict__["__dict__"].__get__
     instance_dict = object.__getattribute__
@@ -69,6 +83,11 @@ def make_plugin_watch(modules: dict[str, Any], module_type: type, function_type:
     member_type = type(vars(function_type)["__closure__"])  # a slot's descriptor
     getset_type = type(vars(function_type)["__dict__"])  # an instance dict's
     shadowable: dict[Any, frozenset[str]] = {}
+    address_of = object.__hash__  # an object's address, like `id()`, which is audited
+    # The session's relay and the callers of PER_TEST_HOOKS in it, and what they held when
+    # last listed: one look at a test's end tells whether anything was registered since.
+    per_test: list[Any] = []
+    last: list[Any] = [None]
 
     def runners(root: str, names: frozenset[str], obj: Any) -> bool:
         """Whether `obj`'s class is one of `names` of the runner package `root`, held under its
@@ -133,6 +152,9 @@ def make_plugin_watch(modules: dict[str, Any], module_type: type, function_type:
         relay = get(own(manager) or {}, "hook")
         if not runners("pluggy", _RELAYS, relay):
             return [("pluginmanager.hook", relay)]
+        relay_space = own(relay) or {}
+        per_test[:] = (relay, [(name, get(relay_space, name)) for name in PER_TEST_HOOKS])
+        last[0] = registered()
         found: list[tuple[str, Any]] = []
         for name, caller in list(items(own(relay) or {})):
             if type(name) is not str or not on_outcome_path(name):
@@ -150,6 +172,27 @@ def make_plugin_watch(modules: dict[str, Any], module_type: type, function_type:
                         continue
                     found.append((name, slot(impl, "function")))
         return found
+
+    def registered() -> tuple[Any, ...] | None:
+        """What the per-test hooks hold now (the addresses of their implementations), or None
+        when an entry of the relay is no longer the caller first listed."""
+        relay, callers = per_test
+        space = own(relay) or {}
+        now: list[Any] = []
+        for name, caller in callers:
+            if get(space, name) is not caller:
+                return None
+            for list_name in _IMPL_LISTS:
+                listed = slot(caller, list_name)
+                if type(listed) is list:
+                    now.append(tuple(map(address_of, listed)))
+        return tuple(now)
+
+    def hooks_changed() -> bool:
+        if not per_test:
+            return False
+        now = registered()
+        return now is None or now != last[0]
 
     def methods_of(cls: Any) -> frozenset[str]:
         known = get(shadowable, cls)
@@ -182,7 +225,9 @@ def make_plugin_watch(modules: dict[str, Any], module_type: type, function_type:
         return found
 
     def extensions(item: Any, with_hooks: bool) -> list[tuple[str, Any, Any]]:
-        found = held(item) + (hooks(item) if with_hooks else [])
+        found = held(item)
+        if with_hooks or hooks_changed():
+            found += hooks(item)
         return [(label, code_of(value, function_type), value) for label, value in found]
 
     return extensions, code_digest
