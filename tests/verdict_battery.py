@@ -810,24 +810,19 @@ _SWALLOW_CALL = """
 
     globals()["pytest_" + "pyfunc_call"] = _pytest.hookimpl(tryfirst=True)(_call)
 """
-_EMPTY_RUNTEST = """
+# An autouse fixture that sets an attribute on the broken test's item ({first} + {rest}):
+# `runtest` emptied, or `obj`, the function the item calls, swapped for a stand-in.
+_SET_ON_ITEM = """
     def _quiet(request):
         if "mul" in request.node.nodeid:
-            setattr(request.node, "run" + "test", lambda: None)
+            setattr(request.node, "{first}" + "{rest}", lambda: None)
         yield
 
 
     globals()["_" + "quiet"] = _pytest.fixture(autouse=True)(_quiet)
 """
-_SWAP_FUNCTION = """
-    def _swap(request):
-        if "mul" in request.node.nodeid:
-            setattr(request.node, "o" + "bj", lambda: None)
-        yield
-
-
-    globals()["_" + "swap"] = _pytest.fixture(autouse=True)(_swap)
-"""
+_EMPTY_RUNTEST = _SET_ON_ITEM.format(first="run", rest="test")
+_SWAP_FUNCTION = _SET_ON_ITEM.format(first="o", rest="bj")
 _REGISTERED_FOR_ONE_TEST = """
     class _Hider:
         pass
