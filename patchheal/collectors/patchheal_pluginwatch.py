@@ -48,6 +48,8 @@ _RELAYS = frozenset({"HookRelay", "_HookRelay"})
 _CALLERS = frozenset({"HookCaller", "_HookCaller"})
 _IMPLS = frozenset({"HookImpl"})
 _MANAGERS = frozenset({"PytestPluginManager"})
+_CONFIGS = frozenset({"Config"})
+_PLAIN_ITEMS = frozenset({"Function"})
 # The hooks every test's outcome goes through again, looked at when each test's body is done:
 # a plugin registered during the session (by a fixture, through `request.config`) and gone
 # before its end is in them while it rewrites a report.
@@ -137,13 +139,13 @@ def make_plugin_watch(modules: dict[str, Any], module_type: type, function_type:
 
     def plugin_manager(item: Any) -> Any:
         config = node_attribute(item, "config")
-        if not runners("_pytest", frozenset({"Config"}), config):
+        if not runners("_pytest", _CONFIGS, config):
             return None
         manager = get(own(config) or {}, "pluginmanager")
         return manager if runners("_pytest", _MANAGERS, manager) else None
 
     def plain(item: Any) -> bool:
-        return runners("_pytest", frozenset({"Function"}), item)
+        return runners("_pytest", _PLAIN_ITEMS, item)
 
     def hooks(item: Any) -> list[tuple[str, Any]]:
         manager = plugin_manager(item)
@@ -153,7 +155,10 @@ def make_plugin_watch(modules: dict[str, Any], module_type: type, function_type:
         if not runners("pluggy", _RELAYS, relay):
             return [("pluginmanager.hook", relay)]
         relay_space = own(relay) or {}
-        per_test[:] = (relay, [(name, get(relay_space, name)) for name in PER_TEST_HOOKS])
+        callers = [(name, get(relay_space, name)) for name in PER_TEST_HOOKS]
+        # Which of pluggy's list names each caller has, found once: a name it lacks costs
+        # an AttributeError at every look.
+        per_test[:] = (relay, [(n, c, lists_of(c)) for n, c in callers])
         last[0] = registered()
         found: list[tuple[str, Any]] = []
         for name, caller in list(items(own(relay) or {})):
@@ -179,14 +184,18 @@ def make_plugin_watch(modules: dict[str, Any], module_type: type, function_type:
         relay, callers = per_test
         space = own(relay) or {}
         now: list[Any] = []
-        for name, caller in callers:
+        for name, caller, list_names in callers:
             if get(space, name) is not caller:
                 return None
-            for list_name in _IMPL_LISTS:
+            for list_name in list_names:
                 listed = slot(caller, list_name)
-                if type(listed) is list:
-                    now.append(tuple(map(address_of, listed)))
+                if type(listed) is not list:
+                    return None
+                now.append(tuple(map(address_of, listed)))
         return tuple(now)
+
+    def lists_of(caller: Any) -> tuple[str, ...]:
+        return tuple(n for n in _IMPL_LISTS if type(slot(caller, n)) is list)
 
     def hooks_changed() -> bool:
         if not per_test:
