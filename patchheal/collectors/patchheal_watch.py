@@ -581,20 +581,12 @@ def make_hook(
                 found, shown = kind(name_of(code))
                 if found in _RUNNER_KINDS:
                     continue
-                if test_function and found == "test" and same_file(shown, test_id):
-                    continue  # written where pytest found it: the test itself
+                if test_function and found == "test" and not shown.endswith("conftest.py"):
+                    continue  # a test module's: the test itself, or one a test class inherits
                 who, name, digest = (found, shown, 0), code.co_name, code_digest(code)
             on_item = test_function or label.startswith("item.")
             op = "test item changed" if on_item else "hook on test outcomes"
             note(op, who, f"{label}: {name} {digest}", "runner")
-
-    def same_file(shown: str, test_id: str) -> bool:
-        """Whether the file `shown` (from the project's root) is the one of the node id
-        `test_id` (from pytest's rootdir, which may be a folder of the project)."""
-        where = test_id.partition("::")[0]
-        return bool(where) and (
-            shown == where or shown.endswith("/" + where) or where.endswith("/" + shown)
-        )
 
     def source_hash(path: str) -> str:
         """sha256 of a test file's bytes as they are now (C calls only)."""
