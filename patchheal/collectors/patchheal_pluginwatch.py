@@ -10,10 +10,11 @@ that calls the test and swallows its error, a fixture that sets `item.runtest` o
 on the instance (each with its name assembled at run time; measured in the regression step of
 tests/verdict_battery.py, where no assertion evidence is asked for).
 
-So the monitor asks this module, at the first test and when the record is signed, for the
-hook implementations on a test's outcome path, and, when each test's body is done, for what
-the item holds in place of its class's methods and which function it calls as the test. The
-monitor notes those whose code is the project's (or a test file's, or of no file) with a
+So the monitor asks this module, at the first test, when the record is signed and at a
+test's end when the hooks every test goes through hold anything new, for the hook
+implementations on a test's outcome path, and, when each test's body is done, for what the
+item holds in place of its class's methods and which function it calls as the test. The
+monitor notes those whose code is the project's (or a conftest's, or of no file) with a
 digest of that code, as a change on a protected target: one the baseline run of the same
 tree also had is the project's behaviour (a conftest that has always wrapped reports); one it
 did not have is the candidate's (patchheal/verdict/tripwire.py).

@@ -322,7 +322,7 @@ def make_hook(
     # kept here, in the closure, never in a module the step can reach (docs/verdict.md).
     current = [""]  # the tests running, innermost last (a test may run a suite inside it)
     running_item: list[Any] = [None]  # pytest's item of the test running, as pytest gave it
-    first_item: list[Any] = []  # the first test's item and id: its plugin manager is the session's
+    first_item: list[Any] = []  # the first test's item: its plugin manager is the session's
     streamed: dict[str, str] = {}
     evidence: dict[str, set[str]] = {}
     evidence_kinds: set[str] = set()
@@ -566,9 +566,9 @@ def make_hook(
                 continue
             note("runner object changed", who, label, "runner")
 
-    def extensions_checked(item: Any, with_hooks: bool, test_id: str) -> None:
-        """Note what pytest runs for `item` (the test `test_id`) that is not its own and is the
-        project's or a test file's code (patchheal_pluginwatch.py): on a protected target, so
+    def extensions_checked(item: Any, with_hooks: bool) -> None:
+        """Note what pytest runs for `item` that is not its own and is the project's or a
+        conftest's code (patchheal_pluginwatch.py): on a protected target, so
         that only what the baseline run did not have taints."""
         if plugin_watch is None or item is None or len(current) > 2:
             return  # (a test that runs pytest inside it: its own tests' items are not this run's)
@@ -619,14 +619,14 @@ def make_hook(
             return
         if what == "start" and running_item[0] is not None and not first_item:
             # Every conftest is loaded by the first test: the hooks, once (and at the end).
-            first_item[:] = (running_item[0], test_id)
-            extensions_checked(running_item[0], True, test_id)
+            first_item.append(running_item[0])
+            extensions_checked(running_item[0], True)
         if what == "evidence":
             evidence_kinds.add(test_id)
             return
         if what in ("called", "report"):  # a test's body done; a setup or teardown failed
             runner_changed(False, running_item[0])
-            extensions_checked(running_item[0], False, current[-1])
+            extensions_checked(running_item[0], False)
         elif what == "ready":
             runner_changed(True)
         if what == "start":
@@ -710,7 +710,7 @@ def make_hook(
         collectors_replaced()
         runner_changed(True)
         if first_item:  # a plugin registered during the session
-            extensions_checked(first_item[0], True, first_item[1])
+            extensions_checked(first_item[0], True)
         fields = {k: v for k, v in dict.items(body) if type(k) is str}
         above = caller
         while above is not None and kind(name_of(above.f_code))[0] == "collector":
