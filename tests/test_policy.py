@@ -266,6 +266,52 @@ def test_conftest_hooks_that_rewrite_results_are_refused(diff_of) -> None:
     refused(check_candidate(diff, PolicySpec()), "test_tampering", "tests/conftest.py")
 
 
+# Each hook on a test's outcome path can turn a failure into a pass from a conftest.
+_OUTCOME_HOOKS = (
+    "def pytest_pyfunc_call(pyfuncitem):\n    return True\n",
+    "def pytest_pycollect_makeitem(collector, name, obj):\n    return None\n",
+    "def pytest_collect_file(file_path, parent):\n    return None\n",
+    "def pytest_make_collect_report(collector):\n    return None\n",
+    "def pytest_itemcollected(item):\n    item.runtest = lambda: None\n",
+    "def pytest_fixture_setup(fixturedef, request):\n    return None\n",
+    "def pytest_collection(session):\n    return True\n",
+    "def pytest_runtestloop(session):\n    return True\n",
+    "def pytest_report_to_serializable(config, report):\n    report.outcome = 'passed'\n",
+    "def pytest_exception_interact(node, call, report):\n    report.outcome = 'passed'\n",
+)
+
+
+@pytest.mark.parametrize("hook", _OUTCOME_HOOKS, ids=lambda h: h.split("(")[0][4:])
+def test_every_outcome_hook_added_to_a_conftest_is_refused(diff_of, hook: str) -> None:
+    existing = {"tests/conftest.py": "import pytest\n"}
+    diff = diff_of({"tests/conftest.py": "import pytest\n\n\n" + hook}, existing)
+    refused(check_candidate(diff, PolicySpec()), "test_tampering", "hooks into how tests run")
+    new_file = diff_of({"tests/unit/conftest.py": hook})
+    refused(check_candidate(new_file, PolicySpec()), "test_tampering", "tests/unit/conftest.py")
+    # A job that allows test changes lifts this rule (the runner-tampering rule still reads
+    # the hook's body: an item's `runtest` replaced is refused anyway).
+    allowed = check_candidate(diff, PolicySpec(allow_test_changes=True))
+    assert allowed.allowed or allowed.rule == "runner_tampering", allowed
+
+
+# What a real fix adds to a conftest for the tests it adds: none of it touches outcomes.
+_CONFTEST_ADDITIONS = (
+    "@pytest.fixture\ndef empty_cart():\n    return []\n",
+    "def pytest_generate_tests(metafunc):\n"
+    "    if 'size' in metafunc.fixturenames:\n        metafunc.parametrize('size', [0, 1])\n",
+    "def pytest_configure(config):\n    config.addinivalue_line('markers', 'slow: a slow test')\n",
+    "def pytest_report_header(config):\n    return 'app tests'\n",
+    "def pytest_addoption(parser):\n    parser.addoption('--db', default='sqlite')\n",
+)
+
+
+@pytest.mark.parametrize("addition", _CONFTEST_ADDITIONS, ids=lambda a: a.split("(")[0][-20:])
+def test_a_conftest_addition_for_new_tests_is_allowed(diff_of, addition: str) -> None:
+    existing = {"tests/conftest.py": "import pytest\n"}
+    diff = diff_of({"tests/conftest.py": "import pytest\n\n\n" + addition}, existing)
+    assert check_candidate(diff, PolicySpec()).allowed
+
+
 def test_skip_words_outside_test_files_are_fine(diff_of) -> None:
     diff = diff_of({"app/core.py": SOURCE + "# never use pytest.mark.skip here\n"})
     assert check_candidate(diff, PolicySpec()).allowed
