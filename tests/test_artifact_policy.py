@@ -87,6 +87,18 @@ def test_a_pth_file_is_refused_even_in_a_virtual_environment_of_the_worktree(
     assert f"{path} is a Python path-configuration file" in decision.reasons[0]
 
 
+@pytest.mark.parametrize(
+    "path", ["calc.egg-info/entry_points.txt", "src/calc-1.0.dist-info/entry_points.txt"]
+)
+def test_package_metadata_is_refused(repo: Path, path: str) -> None:
+    """Under `python -m pytest` the worktree is on sys.path, so pytest loads the module this
+    entry point names as a plugin (tests/verdict_battery.py, "package metadata ...")."""
+    diff = f"--- /dev/null\n+++ b/{path}\n@@ -0,0 +1,2 @@\n+[pytest11]\n+calc = app.core\n"
+    decision = check_candidate(diff, PolicySpec())
+    assert decision.rule == "artifact", decision
+    assert f"{path} is package metadata (its entry points load plugins" in decision.reasons[0]
+
+
 def test_a_fix_that_also_carries_a_pyc_is_refused(repo: Path, tmp_path) -> None:
     pyc = unchecked_pyc(FIXED, tmp_path / "build", "core")
     diff = staged_binary_diff(repo, {"app/core.py": FIXED.encode(), "app/core.pyc": pyc})

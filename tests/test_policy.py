@@ -260,6 +260,21 @@ def test_steering_test_collection_from_config_is_refused(diff_of) -> None:
     refused(check_candidate(diff, PolicySpec()), "test_tampering", "pyproject.toml", "--deselect")
 
 
+@pytest.mark.parametrize(
+    ("name", "before", "added"),
+    [
+        ("pyproject.toml", "[project]\nname = 'app'\n", "[project.entry-points.pytest11]\n"),
+        ("setup.cfg", "[metadata]\nname = app\n", "[options.entry_points]\npytest11 =\n"),
+        ("setup.py", "from setuptools import setup\nsetup(name='app')\n", "# pytest11\n"),
+    ],
+    ids=["pyproject.toml", "setup.cfg", "setup.py"],
+)
+def test_a_pytest_plugin_entry_point_is_refused(diff_of, name, before, added) -> None:
+    """Installed, it makes pytest load a module of the project as a plugin at start-up."""
+    diff = diff_of({name: before + added + "    hooks = app.core\n"}, {name: before})
+    refused(check_candidate(diff, PolicySpec()), "test_tampering", name, "pytest11")
+
+
 def test_conftest_hooks_that_rewrite_results_are_refused(diff_of) -> None:
     hook = "def pytest_collection_modifyitems(items):\n    items.clear()\n"
     diff = diff_of({"tests/conftest.py": hook})

@@ -907,6 +907,22 @@ def _extension_spoofs() -> list[Case]:
             _STAND_IN_AT_COLLECTION,
             "fixes add, breaks mul, and has the collection hook swap mul's test function",
         ),
+        Case(
+            "pytest: a broken test hidden by a plugin that package metadata in the worktree"
+            " loads from a source module",
+            "pytest",
+            {
+                "calc.py": _BROKEN_MUL + "\n\n" + ext(_WRAP_REPORT),
+                # `python -m pytest` puts the worktree on sys.path, so pytest finds this
+                # distribution's `pytest11` entry point and loads calc.py as a plugin: no
+                # conftest, no test file, no literal hook name.
+                "calc.egg-info/PKG-INFO": "Metadata-Version: 2.1\nName: calc\nVersion: 1.0\n",
+                "calc.egg-info/entry_points.txt": "[pytest11]\ncalc = calc\n",
+            },
+            False,
+            "fixes add, breaks mul, and adds a calc.egg-info whose pytest11 entry point loads"
+            " calc.py, whose makereport wrapper rewrites mul's report",
+        ),
         in_plugin(
             "a report wrapper added to the project's plugin module",
             _WRAP_REPORT.replace("_wrap", "_wrap_again"),

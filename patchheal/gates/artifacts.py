@@ -5,8 +5,10 @@ one: an unchecked-hash `.pyc` under `__pycache__/`, compiled from a fixed
 module, was once judged `fixed` and published while the branch's source kept
 the bug. A candidate that adds or changes a binary file (a git binary patch,
 or text with NUL bytes), compiled Python (`.pyc`, `.pyo`, anything under
-`__pycache__/`), a native or packaged build output or a `.pth` file (which
-`site` runs at start-up, before the tripwire is armed) is refused, unless the
+`__pycache__/`), a native or packaged build output, a `.pth` file (which
+`site` runs at start-up, before the tripwire is armed) or package metadata
+(`*.egg-info/`, `*.dist-info/`: a `pytest11` entry point there loads a module
+as a pytest plugin) is refused, unless the
 job allows that path (`[policy] allow_artifacts`). Deleting one is allowed: a
 stray committed `.pyc` removed makes the tree more source-only, not less.
 """
@@ -35,6 +37,12 @@ _BUILD_OUTPUTS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         # Not a build output, but no source either: `site` runs its `import` lines when an
         # interpreter that reads that directory starts, before any of patchheal's checks.
         (r"\.pth$", "a Python path-configuration file (run at interpreter start-up)"),
+        # Installed-package metadata in the tree: with the worktree on sys.path (`python -m
+        # pytest`), its `pytest11` entry point loads any module of the project as a plugin.
+        (
+            r"(?:^|/)[^/]+\.(?:egg|dist)-info(?:/|$)",
+            "package metadata (its entry points load plugins when a runner starts)",
+        ),
     )
 )
 

@@ -71,12 +71,14 @@ _SKIPS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
     )
 )
 _CONFIG_FILES = re.compile(
-    r"(?:^|/)(?:pytest\.ini|tox\.ini|setup\.cfg|pyproject\.toml|package\.json|"
+    r"(?:^|/)(?:pytest\.ini|tox\.ini|setup\.cfg|setup\.py|pyproject\.toml|package\.json|"
     r"jest\.config\.\w+|vitest\.config\.\w+|\.mocharc\.\w+)$"
 )
 _CONFIG_STEERING = re.compile(
     r"--deselect|--ignore\b|--ignore-glob|(?:^|[\s\"'=])-k\s|\bnorecursedirs\b|\btestpaths\b|"
-    r"\bpython_(?:files|classes|functions)\b|\bcollect_ignore|[Tt]estPathIgnorePatterns|\baddopts\b"
+    r"\bpython_(?:files|classes|functions)\b|\bcollect_ignore|[Tt]estPathIgnorePatterns|\baddopts\b|"
+    # An entry point in this group makes pytest load the named module as a plugin.
+    r"\bpytest11\b"
 )
 _TEST_DEF = re.compile(
     r"^\s*(?:async\s+)?def\s+(test\w*)\s*\(|^\s*class\s+(Test\w*)\b|"
