@@ -272,7 +272,7 @@ def test_steering_test_collection_from_config_is_refused(diff_of) -> None:
 def test_a_pytest_plugin_entry_point_is_refused(diff_of, name, before, added) -> None:
     """Installed, it makes pytest load a module of the project as a plugin at start-up."""
     diff = diff_of({name: before + added + "    hooks = app.core\n"}, {name: before})
-    refused(check_candidate(diff, PolicySpec()), "test_tampering", name, "pytest11")
+    refused(check_candidate(diff, PolicySpec()), "test_tampering", name, "declares a pytest plugin")
 
 
 def test_conftest_hooks_that_rewrite_results_are_refused(diff_of) -> None:

@@ -76,10 +76,11 @@ _CONFIG_FILES = re.compile(
 )
 _CONFIG_STEERING = re.compile(
     r"--deselect|--ignore\b|--ignore-glob|(?:^|[\s\"'=])-k\s|\bnorecursedirs\b|\btestpaths\b|"
-    r"\bpython_(?:files|classes|functions)\b|\bcollect_ignore|[Tt]estPathIgnorePatterns|\baddopts\b|"
-    # An entry point in this group makes pytest load the named module as a plugin.
-    r"\bpytest11\b"
+    r"\bpython_(?:files|classes|functions)\b|\bcollect_ignore|[Tt]estPathIgnorePatterns|\baddopts\b"
 )
+# An entry point in this group makes pytest load the module it names as a plugin, into every
+# test run of an environment the project is installed in.
+_PLUGIN_ENTRY_POINT = re.compile(r"\bpytest11\b")
 _TEST_DEF = re.compile(
     r"^\s*(?:async\s+)?def\s+(test\w*)\s*\(|^\s*class\s+(Test\w*)\b|"
     r"^\s*(?:it|test|describe)\s*\(\s*(['\"`])(.+?)\3"
@@ -208,6 +209,11 @@ def _tampering(
     if any(_CONFIG_FILES.search(p) for p in paths):
         for text in _new_matches(added, removed, _CONFIG_STEERING):
             reasons.append(f"{name}: changes which tests run (`{text.strip()}`)")
+        for text in _new_matches(added, removed, _PLUGIN_ENTRY_POINT):
+            reasons.append(
+                f"{name}: declares a pytest plugin (`{text.strip()}`), which every test run "
+                "would load"
+            )
     if not any(path_matches(p, test_paths) for p in paths):
         return reasons
     status = diffs.file_status(patched)
