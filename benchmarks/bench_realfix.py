@@ -21,9 +21,13 @@ With `--regression`, the job also has a regression step, the test's whole file
 (its baseline from the same reproduction), so the regression steps' lines of
 defence (the tripwire among them) meet every real fix too.
 
-A case counts when its step reproduced (failed on the pre-fix tree, patchable)
-and the fix's test passes on the fix's tree in a plain run (bench_context's
-"reproduced"); a false alarm is a counted fix not judged `fixed`.
+A case counts when its step reproduced (failed on the pre-fix tree, patchable).
+A counted fix not judged `fixed` is then run once more, plainly: the step on the
+fixed tree in the same harness with none of patchheal's code in its process
+(`plain`). A false alarm is one that passes there; one that fails there too is the
+upstream fix failing on this runtime (marshmallow `cf808fc8de9e` on Python 3.11:
+`collections.Mapping`), listed apart and not counted, since it says nothing of the
+verdict.
 
 Run: python benchmarks/bench_realfix.py [--repo OWNER/NAME] [--per-repo N] [--runs DIR]
      [--reproduced-in DIR] [--regression] [-v]
@@ -70,6 +74,23 @@ class Judged:
     noop_outcome: str = ""
     noop_reason: str = ""
     seconds: float = 0.0
+    plain_exit: int | None = None
+    """A fix not judged `fixed`: the step's exit code on the fixed tree run plainly in the same
+    harness, no code of patchheal's in the process (0: a false alarm; else the upstream fix
+    fails here too, e.g. on this Python, and says nothing of the verdict)."""
+
+    @property
+    def fix_fails_plainly(self) -> bool:
+        return (
+            self.reproduced
+            and self.fix_outcome != Outcome.FIXED
+            and self.plain_exit not in (None, 0)
+        )
+
+    @property
+    def false_alarm(self) -> bool:
+        """Not `fixed`, and not shown to fail plainly (no control run counts against us)."""
+        return self.reproduced and self.fix_outcome != Outcome.FIXED and not self.fix_fails_plainly
 
 
 def _command(tree: Path, config: list[str], targets: list[str], workdir: str) -> str:
@@ -79,6 +100,23 @@ def _command(tree: Path, config: list[str], targets: list[str], workdir: str) ->
     env = f'PYTHONPATH="$PYTHONPATH:{src}" ' if (tree / "src").is_dir() else ""
     argv = ["python", "-m", "pytest", "-q", "-p", "no:cacheprovider", *config, *layout, *targets]
     return env + shlex.join(argv)
+
+
+def plain(command: str) -> str:
+    """`command` with none of patchheal's code in its process: the collectors come in through
+    PYTHONPATH and PYTEST_PLUGINS only (harness/results/channel.py), so both are taken out."""
+    return f"unset PYTHONPATH PYTEST_PLUGINS; {command}"
+
+
+def plain_exit(harness: DockerHarness, command: str, tree: Path) -> int | None:
+    """The exit code of `command` run plainly on `tree` in `harness` (None: no exit code)."""
+    done = harness.run(
+        plain(command),
+        tree,
+        timeout=BUDGET.step_timeout_seconds,
+        idle_timeout=BUDGET.idle_timeout_seconds,
+    )
+    return done.exit_code
 
 
 def _pristine(tree: Path) -> None:
@@ -156,6 +194,11 @@ def judge_case(
                 )
                 setattr(out, f"{label}_outcome", outcome.value)
                 setattr(out, f"{label}_reason", reason[:300])
+            if out.fix_outcome != Outcome.FIXED:
+                # Measured against the real thing: does the upstream fix pass here plainly?
+                _pristine(tree)
+                _apply_fix(case, git_dir, tree)
+                out.plain_exit = plain_exit(harness, step.command, tree)
         finally:
             harness.close()  # one sandbox per tree: the next case has another tree
     return out
@@ -185,7 +228,10 @@ def _cached(
 ) -> Judged:
     path = runs / f"{str(case['fix'])[:12]}.json" if runs else None
     if path is not None and path.is_file():
-        return Judged(**json.loads(path.read_text()))
+        kept = Judged(**json.loads(path.read_text()))
+        # An outcome kept before the plain control existed is judged again when it needs one.
+        if not kept.reproduced or kept.fix_outcome == Outcome.FIXED or kept.plain_exit is not None:
+            return kept
     started = time.monotonic()
     judged = judge_case(case, git_dir, harness, regression=regression)
     judged.seconds = round(time.monotonic() - started, 1)
@@ -201,9 +247,9 @@ def _reproduced(runs: Path, fix: str) -> bool:
 
 def table(results: list[Judged]) -> list[str]:
     lines = [
-        "| project | cases | reproduced | fix judged fixed | false alarms | no-op judged no_effect "
-        "| median s/case |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| project | cases | reproduced | fix judged fixed | false alarms "
+        "| fix fails plainly too | no-op judged no_effect | median s/case |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     repos = sorted({r.repo for r in results})
     for label, chosen in [
@@ -214,8 +260,10 @@ def table(results: list[Judged]) -> list[str]:
         fixed = sum(r.fix_outcome == Outcome.FIXED for r in counted)
         noop = sum(r.noop_outcome == Outcome.NO_EFFECT for r in counted)
         seconds = sorted(r.seconds for r in chosen) or [0.0]
+        alarms = sum(r.false_alarm for r in counted)
+        plainly = sum(r.fix_fails_plainly for r in counted)
         lines.append(
-            f"| {label} | {len(chosen)} | {len(counted)} | {fixed} | {len(counted) - fixed} "
+            f"| {label} | {len(chosen)} | {len(counted)} | {fixed} | {alarms} | {plainly} "
             f"| {noop} | {seconds[len(seconds) // 2]:.0f} |"
         )
     return lines
@@ -281,9 +329,15 @@ def main() -> int:
                 print(f"    FALSE ALARM: {judged.fix_reason}", file=sys.stderr)
     print("\n".join(table(results)))
     print(f"\n{len(results)} cases in {time.monotonic() - started:.0f} s")
-    alarms = [r for r in results if r.reproduced and r.fix_outcome != Outcome.FIXED]
+    alarms = [r for r in results if r.false_alarm]
     for r in alarms:
         print(f"FALSE ALARM {r.repo} {r.fix} {r.test}: {r.fix_outcome}: {r.fix_reason}")
+    for r in results:
+        if r.fix_fails_plainly:
+            print(
+                f"fix fails plainly too (exit {r.plain_exit}, not counted) {r.repo} {r.fix} "
+                f"{r.test}: {r.fix_outcome}: {r.fix_reason}"
+            )
     return 1 if alarms else 0
 
 
