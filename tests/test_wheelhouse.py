@@ -123,6 +123,28 @@ def test_markers_are_evaluated_for_the_images_python_not_the_hosts(tmp_path: Pat
     assert download_args(["."], tmp_path, "3.11") == []
 
 
+def test_an_extra_that_names_the_project_itself_is_read_from_the_project(
+    tmp_path: Path,
+) -> None:
+    """attrs' `tests` extra names `attrs[tests-mypy]`: downloaded as is, the host fetched a
+    release of attrs and not mypy, and the offline install failed ("No matching distribution
+    found for mypy>=1.11.1")."""
+    (tmp_path / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["hatchling"]\n'
+        '[project]\nname = "Our_Pkg"\nversion = "1"\ndependencies = ["a"]\n'
+        "[project.optional-dependencies]\n"
+        'tests-mypy = ["mypy>=1.11.1; python_version >= \'3.9\'", "our-pkg[tests]"]\n'
+        'tests = ["our.pkg[tests-mypy]", "hypothesis"]\n'
+        'cov = ["our-pkg[tests]", "coverage"]\n'
+    )
+    assert download_args(["-e", ".[cov]"], tmp_path, "3.11") == [
+        "a",
+        "coverage",
+        "hypothesis",
+        "mypy>=1.11.1",
+    ]
+
+
 def test_a_missing_dependency_is_named() -> None:
     output = (
         "ERROR: Could not find a version that satisfies the requirement nosuch-pkg>=1 "

@@ -77,6 +77,36 @@ def _expand_local(arg: str, worktree: Path, python: str | None = None) -> list[s
         return []
     meta = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {})
     reqs = list(meta.get("dependencies", ()))
-    for extra in extras:
-        reqs += meta.get("optional-dependencies", {}).get(extra, [])
+    reqs += _extras(meta, extras)
     return for_python(reqs, python)
+
+
+def _extras(meta: dict[str, object], extras: list[str]) -> list[str]:
+    """The requirements of the project's `extras`. An extra may name the project itself
+    (attrs: `tests = ["attrs[tests-mypy]", ...]`): that is its own other extras, read here,
+    never a release of the project that pip would fetch from the index instead."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    optional = meta.get("optional-dependencies", {})
+    if not isinstance(optional, dict):
+        return []
+    itself = canonicalize_name(str(meta.get("name", "")))
+    reqs: list[str] = []
+    pending, seen = list(extras), set()
+    while pending:
+        extra = pending.pop(0)
+        if extra in seen:
+            continue
+        seen.add(extra)
+        for text in optional.get(extra, []):
+            try:
+                requirement = Requirement(text)
+            except InvalidRequirement:
+                reqs.append(text)  # pip names what is wrong with it
+                continue
+            if itself and canonicalize_name(requirement.name) == itself:
+                pending += sorted(requirement.extras)
+            else:
+                reqs.append(text)
+    return reqs
