@@ -111,7 +111,10 @@ def _side(tree: Path, args: argparse.Namespace) -> dict[tuple[str, str], dict[st
     for repo in args.repo:
         argv += ["--repo", repo]
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    done = subprocess.run(argv, cwd=tree, env=env, capture_output=True, text=True, check=True)
+    done = subprocess.run(argv, cwd=tree, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:  # the gate of that tree failed: its own words, not ours
+        tail = done.stderr.strip().splitlines()[-1:] or ["no output"]
+        raise SystemExit(f"the policy gate at {tree} failed (exit {done.returncode}): {tail[0]}")
     rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     return {(str(r["repo"]), str(r["commit"])): r for r in rows}
 
@@ -128,6 +131,14 @@ def main() -> int:
         return _child(args)
     missing = [repo for repo in args.repo if mirror(repo) is None]
     args.repo = [repo for repo in args.repo if repo not in missing]
+    known = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--verify", "--quiet", f"{args.against}^{{commit}}"],
+        capture_output=True,
+        check=False,
+    )
+    if known.returncode != 0:
+        print(f"--against {args.against!r}: no such revision in {ROOT}", file=sys.stderr)
+        return 2
     new = _side(ROOT, args)
     with checkout(args.against) as tree:
         old = _side(tree, args)
